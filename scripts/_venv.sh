@@ -1,0 +1,15 @@
+# Sourced by scripts/start and scripts/test: makes .venv (once) and installs the project into it.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="${ROCKETLITE_VENV:-$root/.venv}"
+extras="${1:-}"
+stamp="$venv/.installed${extras:+-$extras}"
+if [ ! -x "$venv/bin/python" ]; then
+    python3 -m venv "$venv"
+fi
+if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ]; then
+    "$venv/bin/python" -m pip install --quiet --upgrade pip
+    "$venv/bin/python" -m pip install --quiet -e "$root${extras:+[$extras]}"
+    touch "$stamp"
+fi
+export PATH="$venv/bin:$PATH"

@@ -1,0 +1,3 @@
+"""rocketlite: a RocketMQ-compatible message broker in Python."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,40 @@
+"""Java's ``String.hashCode`` in Python.
+
+RocketMQ stores ``tags.hashCode()`` in every ConsumeQueue unit and ``abs(key.hashCode())`` in every
+IndexFile entry, so both must match the JVM bit for bit: 31-based polynomial over UTF-16 code units,
+wrapping at 32 bits, read as a signed int.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+_MASK = 0xFFFFFFFF
+_SIGN = 0x80000000
+
+
+@lru_cache(maxsize=65536)
+def java_string_hash(s: str) -> int:
+    """Return ``s.hashCode()`` as Java computes it (signed 32-bit)."""
+    h = 0
+    if s.isascii():
+        for c in s.encode("ascii"):
+            h = (31 * h + c) & _MASK
+    else:
+        b = s.encode("utf-16-be")
+        for i in range(0, len(b), 2):
+            h = (31 * h + ((b[i] << 8) | b[i + 1])) & _MASK
+    return h - (1 << 32) if h & _SIGN else h
+
+
+def index_key_hash(key: str) -> int:
+    """The IndexFile key hash: ``abs(hashCode)``, with Integer.MIN_VALUE mapped to 0."""
+    h = abs(java_string_hash(key))
+    return 0 if h > 0x7FFFFFFF else h
+
+
+def tags_code(tags: str | None) -> int:
+    """The ConsumeQueue tag hash: ``tags.hashCode()`` sign-extended to a long, 0 for no tags."""
+    if not tags:
+        return 0
+    return java_string_hash(tags)

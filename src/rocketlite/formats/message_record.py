@@ -1,0 +1,378 @@
+"""The CommitLog message record: the one module that owns its byte layout.
+
+Every record in a CommitLog segment, every record in a PULL_MESSAGE body and every record a client
+decodes has this layout (``MessageDecoder.decode`` / ``MessageExtEncoder.calMsgLength`` in Apache
+RocketMQ). All integers are big-endian.
+
+====  ===========================  =====================  ======================================
+ #    field                        bytes                  notes
+====  ===========================  =====================  ======================================
+ 1    TOTALSIZE                    4                      whole record, this field included
+ 2    MAGICCODE                    4                      V1 0xDAA320A7, V2 0xDAA320AB, BLANK 0xCBD43194
+ 3    BODYCRC                      4                      zlib.crc32(body) & 0x7FFFFFFF
+ 4    QUEUEID                      4
+ 5    FLAG                         4                      the client's flag, opaque to the store
+ 6    QUEUEOFFSET                  8                      logical offset in its ConsumeQueue
+ 7    PHYSICALOFFSET               8                      CommitLog offset of this record
+ 8    SYSFLAG                      4                      MessageSysFlag bits (see below)
+ 9    BORNTIMESTAMP                8                      ms since the epoch, set by the producer
+10    BORNHOST                     4+4 or 16+4            IP then port; 16-byte IP if SYSFLAG & 0x10
+11    STORETIMESTAMP               8                      ms since the epoch, set by the store
+12    STOREHOST                    4+4 or 16+4            16-byte IP if SYSFLAG & 0x20
+13    RECONSUMETIMES               4
+14    PREPAREDTRANSACTIONOFFSET    8
+15    BODYLENGTH + BODY            4 + n
+16    TOPICLENGTH + TOPIC          1 + n (V1), 2 + n (V2)  V2 only when the topic is > 127 bytes
+17    PROPERTIESLENGTH + PROPS     2 + n                  ``name\\x01value\\x02`` pairs, UTF-8
+====  ===========================  =====================  ======================================
+
+With IPv4 hosts and the V1 topic length, the fixed part is 91 bytes (``FIXED_SIZE_V4``), so a record is
+``91 + len(body) + len(topic) + len(properties)`` bytes.
+
+A segment's free tail is closed by a BLANK record: ``TOTALSIZE = bytes left`` and the BLANK magic code;
+at least ``END_FILE_MIN_BLANK_LENGTH`` (8) bytes are always left for it.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+
+from rocketlite.common.errors import CorruptRecordError
+from rocketlite.formats.properties import decode_properties
+
+MAGIC_V1 = -626843481  # 0xDAA320A7
+MAGIC_V2 = -626843477  # 0xDAA320AB
+BLANK_MAGIC = -875286124  # 0xCBD43194
+END_FILE_MIN_BLANK_LENGTH = 8
+TOPIC_V1_MAX_BYTES = 127
+
+# MessageSysFlag
+SYSFLAG_COMPRESSED = 0x1
+SYSFLAG_MULTI_TAGS = 0x2
+SYSFLAG_TRANSACTION_NOT_TYPE = 0x0
+SYSFLAG_TRANSACTION_PREPARED = 0x4
+SYSFLAG_TRANSACTION_COMMIT = 0x8
+SYSFLAG_TRANSACTION_ROLLBACK = 0xC
+SYSFLAG_TRANSACTION_MASK = 0xC
+SYSFLAG_BORNHOST_V6 = 0x10
+SYSFLAG_STOREHOST_V6 = 0x20
+
+# Fields 1-9: TOTALSIZE MAGIC BODYCRC QUEUEID FLAG QUEUEOFFSET PHYSICALOFFSET SYSFLAG BORNTIMESTAMP
+HEAD = struct.Struct(">iiiiiqqiq")
+HEAD_SIZE = 48
+BLANK = struct.Struct(">ii")
+OFFSETS_AT = 20  # QUEUEOFFSET(8) then PHYSICALOFFSET(8)
+TOTALSIZE_MAGIC = struct.Struct(">ii")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_U16 = struct.Struct(">H")
+
+# With IPv4 hosts and a V1 topic length: head 48 + born 8 + store ts 8 + store 8 + reconsume 4
+# + prepared 8 + body len 4 + topic len 1 + properties len 2.
+FIXED_SIZE_V4 = HEAD_SIZE + 8 + 8 + 8 + 4 + 8 + 4 + 1 + 2
+
+
+def body_crc(body: bytes | memoryview) -> int:
+    """BODYCRC as Java's ``UtilAll.crc32`` stores it: CRC32 masked to 31 bits."""
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+def host_len(v6: bool) -> int:
+    return 20 if v6 else 8
+
+
+def record_size(body_len: int, topic_len: int, props_len: int, sys_flag: int = 0) -> int:
+    """Size in bytes of a record with these lengths (``calMsgLength``)."""
+    born = 20 if sys_flag & SYSFLAG_BORNHOST_V6 else 8
+    store = 20 if sys_flag & SYSFLAG_STOREHOST_V6 else 8
+    topic_prefix = 2 if topic_len > TOPIC_V1_MAX_BYTES else 1
+    return (
+        HEAD_SIZE + born + 8 + store + 4 + 8 + 4 + body_len + topic_prefix + topic_len + 2 + props_len
+    )
+
+
+_STRUCTS: dict[tuple[int, int, int, int], struct.Struct] = {}
+_STRUCTS_MAX = 4096
+
+
+def _record_struct(sys_flag: int, body_len: int, topic_len: int, props_len: int) -> struct.Struct:
+    key = (sys_flag & (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6), body_len, topic_len, props_len)
+    st = _STRUCTS.get(key)
+    if st is None:
+        born = "16si" if sys_flag & SYSFLAG_BORNHOST_V6 else "4si"
+        store = "16si" if sys_flag & SYSFLAG_STOREHOST_V6 else "4si"
+        tl = "H" if topic_len > TOPIC_V1_MAX_BYTES else "B"
+        st = struct.Struct(
+            f">iiiiiqqiq{born}q{store}iqi{body_len}s{tl}{topic_len}sH{props_len}s"
+        )
+        if len(_STRUCTS) >= _STRUCTS_MAX:
+            _STRUCTS.clear()
+        _STRUCTS[key] = st
+    return st
+
+
+def encode_record(
+    *,
+    topic: bytes,
+    body: bytes,
+    properties: bytes,
+    queue_id: int,
+    flag: int,
+    queue_offset: int,
+    commit_log_offset: int,
+    sys_flag: int,
+    born_timestamp: int,
+    born_host: bytes,
+    born_port: int,
+    store_timestamp: int,
+    store_host: bytes,
+    store_port: int,
+    reconsume_times: int = 0,
+    prepared_transaction_offset: int = 0,
+    crc: int | None = None,
+) -> bytes:
+    """Encode one record. Host flags in ``sys_flag`` must match the host byte lengths."""
+    st = _record_struct(sys_flag, len(body), len(topic), len(properties))
+    magic = MAGIC_V2 if len(topic) > TOPIC_V1_MAX_BYTES else MAGIC_V1
+    return st.pack(
+        st.size,
+        magic,
+        body_crc(body) if crc is None else crc,
+        queue_id,
+        flag,
+        queue_offset,
+        commit_log_offset,
+        sys_flag,
+        born_timestamp,
+        born_host,
+        born_port,
+        store_timestamp,
+        store_host,
+        store_port,
+        reconsume_times,
+        prepared_transaction_offset,
+        len(body),
+        body,
+        len(topic),
+        topic,
+        len(properties),
+        properties,
+    )
+
+
+def encode_blank(size: int) -> bytes:
+    """The BLANK record that pads a segment's last ``size`` bytes (only its 8-byte head is written)."""
+    return BLANK.pack(size, BLANK_MAGIC)
+
+
+@dataclass(slots=True)
+class MessageRecord:
+    """A decoded CommitLog record."""
+
+    total_size: int
+    magic: int
+    body_crc: int
+    queue_id: int
+    flag: int
+    queue_offset: int
+    commit_log_offset: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: bytes
+    born_port: int
+    store_timestamp: int
+    store_host: bytes
+    store_port: int
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body: bytes
+    topic: str
+    properties_text: str
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return decode_properties(self.properties_text)
+
+    def encode(self) -> bytes:
+        return encode_record(
+            topic=self.topic.encode(),
+            body=self.body,
+            properties=self.properties_text.encode(),
+            queue_id=self.queue_id,
+            flag=self.flag,
+            queue_offset=self.queue_offset,
+            commit_log_offset=self.commit_log_offset,
+            sys_flag=self.sys_flag,
+            born_timestamp=self.born_timestamp,
+            born_host=self.born_host,
+            born_port=self.born_port,
+            store_timestamp=self.store_timestamp,
+            store_host=self.store_host,
+            store_port=self.store_port,
+            reconsume_times=self.reconsume_times,
+            prepared_transaction_offset=self.prepared_transaction_offset,
+            crc=self.body_crc,
+        )
+
+
+@dataclass(slots=True, frozen=True)
+class RecordSummary:
+    """What the dispatcher needs from a record, read without copying its body."""
+
+    total_size: int
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    sys_flag: int
+    store_timestamp: int
+    topic: str
+    properties_text: str
+
+
+def check_head(buf: bytes | memoryview, pos: int, limit: int) -> int:
+    """Validate the 8 bytes at ``pos`` and return TOTALSIZE; 0 means a BLANK record (segment end).
+
+    Raises CorruptRecordError for a wrong magic code or a size that cannot be a record.
+    """
+    if limit - pos < 8:
+        raise CorruptRecordError(f"truncated record head at position {pos}")
+    size, magic = TOTALSIZE_MAGIC.unpack_from(buf, pos)
+    if magic == BLANK_MAGIC:
+        return 0
+    if magic not in (MAGIC_V1, MAGIC_V2):
+        raise CorruptRecordError(f"wrong magic code {magic & 0xFFFFFFFF:#010x} at position {pos}")
+    if size < FIXED_SIZE_V4 or size > limit - pos:
+        raise CorruptRecordError(f"record size {size} at position {pos} exceeds {limit - pos} bytes")
+    return int(size)
+
+
+def _parse(buf: bytes | memoryview, pos: int, limit: int, verify_crc: bool) -> tuple[int, ...]:
+    """Walk one record; return the offsets of its variable parts. Raises CorruptRecordError."""
+    size = check_head(buf, pos, limit)
+    if size == 0:
+        return ()
+    end = pos + size
+    head = HEAD.unpack_from(buf, pos)
+    sys_flag = head[7]
+    p = pos + HEAD_SIZE
+    born_at = p
+    p += host_len(bool(sys_flag & SYSFLAG_BORNHOST_V6))
+    store_ts_at = p
+    p += 8
+    store_at = p
+    p += host_len(bool(sys_flag & SYSFLAG_STOREHOST_V6))
+    tail_at = p  # reconsume(4) prepared(8) bodylen(4)
+    p += 12
+    (body_len,) = _I32.unpack_from(buf, p)
+    p += 4
+    body_at = p
+    if body_len < 0 or body_at + body_len > end:
+        raise CorruptRecordError(f"body length {body_len} overruns record at position {pos}")
+    p += body_len
+    if head[1] == MAGIC_V2:
+        (topic_len,) = _U16.unpack_from(buf, p)
+        p += 2
+    else:
+        topic_len = buf[p]
+        p += 1
+    topic_at = p
+    p += topic_len
+    if p + 2 > end:
+        raise CorruptRecordError(f"topic overruns record at position {pos}")
+    (props_len,) = _U16.unpack_from(buf, p)
+    p += 2
+    props_at = p
+    if p + props_len != end:
+        raise CorruptRecordError(
+            f"record at position {pos}: fields add up to {p + props_len - pos} bytes, TOTALSIZE {size}"
+        )
+    if verify_crc:
+        crc = zlib.crc32(memoryview(buf)[body_at : body_at + body_len]) & 0x7FFFFFFF
+        if crc != head[2]:
+            raise CorruptRecordError(f"body CRC mismatch at position {pos}")
+    return (size, born_at, store_ts_at, store_at, tail_at, body_at, body_len, topic_at,
+            topic_len, props_at, props_len)
+
+
+def check_record(buf: bytes | memoryview, pos: int, limit: int, verify_crc: bool = True) -> int:
+    """Validate the record at ``pos``; return its size, or 0 for a BLANK record."""
+    parts = _parse(buf, pos, limit, verify_crc)
+    return parts[0] if parts else 0
+
+
+def _host(buf: bytes | memoryview, at: int, v6: bool) -> tuple[bytes, int, int]:
+    n = 16 if v6 else 4
+    ip = bytes(buf[at : at + n])
+    (port,) = _I32.unpack_from(buf, at + n)
+    return ip, port, at + n + 4
+
+
+def decode_record(
+    buf: bytes | memoryview, pos: int = 0, limit: int | None = None, verify_crc: bool = True
+) -> MessageRecord | None:
+    """Decode the record at ``pos``; None for a BLANK record. Raises CorruptRecordError."""
+    lim = len(buf) if limit is None else limit
+    parts = _parse(buf, pos, lim, verify_crc)
+    if not parts:
+        return None
+    (size, born_at, store_ts_at, store_at, tail_at, body_at, body_len, topic_at, topic_len,
+     props_at, props_len) = parts
+    head = HEAD.unpack_from(buf, pos)
+    sys_flag = head[7]
+    born_ip, born_port, _ = _host(buf, born_at, bool(sys_flag & SYSFLAG_BORNHOST_V6))
+    (store_ts,) = _I64.unpack_from(buf, store_ts_at)
+    store_ip, store_port, _ = _host(buf, store_at, bool(sys_flag & SYSFLAG_STOREHOST_V6))
+    (reconsume,) = _I32.unpack_from(buf, tail_at)
+    (prepared,) = _I64.unpack_from(buf, tail_at + 4)
+    return MessageRecord(
+        total_size=size,
+        magic=head[1],
+        body_crc=head[2],
+        queue_id=head[3],
+        flag=head[4],
+        queue_offset=head[5],
+        commit_log_offset=head[6],
+        sys_flag=sys_flag,
+        born_timestamp=head[8],
+        born_host=born_ip,
+        born_port=born_port,
+        store_timestamp=store_ts,
+        store_host=store_ip,
+        store_port=store_port,
+        reconsume_times=reconsume,
+        prepared_transaction_offset=prepared,
+        body=bytes(buf[body_at : body_at + body_len]),
+        topic=bytes(buf[topic_at : topic_at + topic_len]).decode("utf-8", "replace"),
+        properties_text=bytes(buf[props_at : props_at + props_len]).decode("utf-8", "replace"),
+    )
+
+
+def summarize_record(
+    buf: bytes | memoryview, pos: int, limit: int, verify_crc: bool = False
+) -> RecordSummary | None:
+    """Read what dispatch needs from the record at ``pos``; None for BLANK. Raises CorruptRecordError."""
+    parts = _parse(buf, pos, limit, verify_crc)
+    if not parts:
+        return None
+    size, _, store_ts_at, _, _, _, _, topic_at, topic_len, props_at, props_len = parts
+    head = HEAD.unpack_from(buf, pos)
+    (store_ts,) = _I64.unpack_from(buf, store_ts_at)
+    return RecordSummary(
+        total_size=size,
+        queue_id=head[3],
+        queue_offset=head[5],
+        commit_log_offset=head[6],
+        sys_flag=head[7],
+        store_timestamp=store_ts,
+        topic=bytes(buf[topic_at : topic_at + topic_len]).decode("utf-8", "replace"),
+        properties_text=bytes(buf[props_at : props_at + props_len]).decode("utf-8", "replace"),
+    )
+
+
+def read_store_timestamp(buf: bytes | memoryview, pos: int) -> int:
+    """STORETIMESTAMP of the (already validated) record at ``pos``."""
+    sys_flag = _I32.unpack_from(buf, pos + 36)[0]
+    at = pos + HEAD_SIZE + host_len(bool(sys_flag & SYSFLAG_BORNHOST_V6))
+    return int(_I64.unpack_from(buf, at)[0])

@@ -1,0 +1,240 @@
+"""CommitLog: every topic's messages appended, in arrival order, to one log of segments (S2, S3).
+
+``append`` validates a whole batch first (so a bad message rejects the batch and writes nothing),
+then encodes each record with its final queue offset, CommitLog offset and store timestamp in one
+``struct.pack`` call, and copies the batch into the mapped segment with one slice assignment per
+segment. A record never straddles segments: when it does not fit (keeping 8 bytes for the BLANK
+record), the segment is closed with a BLANK record and the next one, pre-allocated by the
+``Allocator``, takes over.
+
+Queue offsets come from ``topic_queue_table`` (next offset per (topic, queue)); transactional
+PREPARED and ROLLBACK records take no queue offset (they never reach a ConsumeQueue).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from rocketlite.common.errors import MessageIllegalError, StoreError
+from rocketlite.formats import message_record as rec
+from rocketlite.store.mapped_file import MappedFile
+from rocketlite.store.mapped_file_queue import Allocator, MappedFileQueue
+from rocketlite.store.message import AppendResult, MessageToStore
+from rocketlite.store.config import StoreConfig
+
+TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+TOPIC_MAX_BYTES = 1024
+QUEUE_ID_MAX = 65535
+_TXN_NO_QUEUE = (rec.SYSFLAG_TRANSACTION_PREPARED, rec.SYSFLAG_TRANSACTION_ROLLBACK)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class CommitLog:
+    def __init__(
+        self,
+        config: StoreConfig,
+        allocator: Allocator | None = None,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self.config = config
+        self.files = MappedFileQueue(
+            config.commit_log_dir, config.mapped_file_size_commit_log, allocator
+        )
+        self.topic_queue_table: dict[tuple[str, int], int] = {}
+        self.last_store_timestamp = 0
+        self.lock = threading.Lock()
+        self.clock = clock
+        self.store_host = _ip_bytes(config.broker_ip1)
+        self.store_port = config.listen_port
+        self._host_flag = rec.SYSFLAG_STOREHOST_V6 if len(self.store_host) == 16 else 0
+        self._topics: dict[str, bytes] = {}
+        # Records must leave room for the BLANK record that closes a segment.
+        self.max_record_size = config.mapped_file_size_commit_log - rec.END_FILE_MIN_BLANK_LENGTH
+
+    # -- offsets -----------------------------------------------------------------------------
+
+    @property
+    def min_offset(self) -> int:
+        return self.files.min_offset
+
+    @property
+    def max_offset(self) -> int:
+        return self.files.max_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        return self.files.flushed_offset
+
+    # -- validation --------------------------------------------------------------------------
+
+    def topic_bytes(self, topic: str) -> bytes:
+        tb = self._topics.get(topic)
+        if tb is None:
+            if not topic:
+                raise MessageIllegalError("the topic is empty")
+            tb = topic.encode()
+            if len(tb) > TOPIC_MAX_BYTES:
+                raise MessageIllegalError(
+                    f"topic is {len(tb)} bytes, longer than the limit {TOPIC_MAX_BYTES}"
+                )
+            if not TOPIC_PATTERN.match(topic):
+                raise MessageIllegalError(
+                    f"topic {topic!r} has illegal characters: allowed are letters, digits, %|_-"
+                )
+            if len(self._topics) < 100_000:
+                self._topics[topic] = tb
+        return tb
+
+    def _check(self, m: MessageToStore, props: bytes) -> int:
+        tb = self.topic_bytes(m.topic)
+        if len(m.body) > self.config.max_message_size:
+            raise MessageIllegalError(
+                f"message body is {len(m.body)} bytes, larger than maxMessageSize "
+                f"{self.config.max_message_size}"
+            )
+        if len(props) > 32767:
+            raise MessageIllegalError(f"properties are {len(props)} bytes, the limit is 32767")
+        if not 0 <= m.queue_id <= QUEUE_ID_MAX:
+            raise MessageIllegalError(f"queue id {m.queue_id} is out of range 0..{QUEUE_ID_MAX}")
+        v6 = rec.SYSFLAG_BORNHOST_V6 if len(m.born_host) == 16 else 0
+        if len(m.born_host) not in (4, 16):
+            raise MessageIllegalError(f"born host has {len(m.born_host)} bytes, expected 4 or 16")
+        size = rec.record_size(len(m.body), len(tb), len(props), v6 | self._host_flag)
+        if size > self.max_record_size:
+            raise MessageIllegalError(
+                f"record of {size} bytes does not fit a CommitLog segment of "
+                f"{self.config.mapped_file_size_commit_log} bytes"
+            )
+        return size
+
+    # -- appending ---------------------------------------------------------------------------
+
+    def append(self, msgs: Sequence[MessageToStore]) -> list[AppendResult]:
+        """Append a batch; all or nothing on validation, in order, under the CommitLog lock."""
+        props_list = [m.properties.encode() if m.properties else b"" for m in msgs]
+        sizes = [self._check(m, p) for m, p in zip(msgs, props_list, strict=True)]
+        encode = rec.encode_record
+        store_host, store_port, host_flag = self.store_host, self.store_port, self._host_flag
+        topics = self._topics
+        results: list[AppendResult] = []
+        with self.lock:
+            table = self.topic_queue_table
+            now = self.clock()
+            mf = self.files.next_file(0)
+            base = mf.file_from_offset
+            start = mf.wrote
+            free = mf.file_size - start - rec.END_FILE_MIN_BLANK_LENGTH
+            chunks: list[bytes] = []
+            used = 0
+            for m, props, size in zip(msgs, props_list, sizes, strict=True):
+                if size > free - used:
+                    self._write(mf, chunks)
+                    self._close_segment(mf)
+                    mf = self.files.next_file()
+                    base, start, used = mf.file_from_offset, mf.wrote, 0
+                    free = mf.file_size - start - rec.END_FILE_MIN_BLANK_LENGTH
+                    chunks = []
+                key = (m.topic, m.queue_id)
+                sys_flag = m.sys_flag | host_flag
+                if len(m.born_host) == 16:
+                    sys_flag |= rec.SYSFLAG_BORNHOST_V6
+                if sys_flag & rec.SYSFLAG_TRANSACTION_MASK in _TXN_NO_QUEUE:
+                    qoff = 0
+                else:
+                    qoff = table.get(key, 0)
+                    table[key] = qoff + 1
+                offset = base + start + used
+                chunks.append(
+                    encode(
+                        topic=topics.get(m.topic) or m.topic.encode(),
+                        body=m.body,
+                        properties=props,
+                        queue_id=m.queue_id,
+                        flag=m.flag,
+                        queue_offset=qoff,
+                        commit_log_offset=offset,
+                        sys_flag=sys_flag,
+                        born_timestamp=m.born_timestamp,
+                        born_host=m.born_host,
+                        born_port=m.born_port,
+                        store_timestamp=now,
+                        store_host=store_host,
+                        store_port=store_port,
+                        reconsume_times=m.reconsume_times,
+                        prepared_transaction_offset=m.prepared_transaction_offset,
+                    )
+                )
+                used += size
+                results.append(AppendResult(offset, size, qoff, now))
+            self._write(mf, chunks)
+            self.last_store_timestamp = now
+        return results
+
+    @staticmethod
+    def _write(mf: MappedFile, chunks: list[bytes]) -> None:
+        if chunks:
+            mf.append(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+
+    @staticmethod
+    def _close_segment(mf: MappedFile) -> None:
+        left = mf.file_size - mf.wrote
+        mf.append(rec.encode_blank(left))
+        mf.wrote = mf.file_size
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def read(self, offset: int, size: int) -> bytes | None:
+        """The ``size`` bytes at ``offset``, or None if that range is gone or not written."""
+        mf = self.files.find(offset)
+        if mf is None:
+            return None
+        pos = offset - mf.file_from_offset
+        if pos + size > mf.wrote:
+            return None
+        return mf.read(pos, size)
+
+    def read_record(self, offset: int) -> rec.MessageRecord | None:
+        mf = self.files.find(offset)
+        if mf is None:
+            return None
+        pos = offset - mf.file_from_offset
+        if pos >= mf.wrote:
+            return None
+        return rec.decode_record(mf.mm, pos, mf.wrote, verify_crc=False)
+
+    def record_size_at(self, offset: int) -> int:
+        mf = self.files.find(offset)
+        if mf is None or offset - mf.file_from_offset >= mf.wrote:
+            return 0
+        return rec.check_head(mf.mm, offset - mf.file_from_offset, mf.wrote)
+
+    def store_timestamp_at(self, offset: int) -> int:
+        mf = self.files.find(offset)
+        if mf is None:
+            raise StoreError(f"CommitLog offset {offset} is not stored")
+        return rec.read_store_timestamp(mf.mm, offset - mf.file_from_offset)
+
+    def rollback_next_file_offset(self, offset: int) -> int:
+        """The first offset of the segment after the one holding ``offset``."""
+        size = self.config.mapped_file_size_commit_log
+        return offset + size - offset % size
+
+    def load(self) -> None:
+        self.files.load()
+
+    def close(self) -> None:
+        self.files.close()
+
+
+def _ip_bytes(ip: str) -> bytes:
+    try:
+        return ipaddress.ip_address(ip).packed
+    except ValueError as e:
+        raise StoreError(f"brokerIP1 {ip!r} is not an IP address") from e

@@ -1,0 +1,196 @@
+"""ConsumeQueue: the per-(topic, queue) index of 20-byte units pointing into the CommitLog (seed S5).
+
+Lives in ``consumequeue/{topic}/{queueId}/`` as 6,000,000-byte segments (300,000 units). The unit
+layout is owned by ``rocketlite.formats.consume_queue_unit``. A unit is written at byte
+``queue_offset * 20``, taken from the record itself, so re-dispatching a record after a crash rewrites
+the same bytes (idempotent) and fills any hole a torn write left.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from rocketlite.formats.consume_queue_unit import CQ_UNIT, CQ_UNIT_SIZE, is_valid_unit
+from rocketlite.store.mapped_file import MappedFile
+from rocketlite.store.mapped_file_queue import MappedFileQueue
+
+log = logging.getLogger(__name__)
+
+Unit = tuple[int, int, int]  # (commit_log_offset, size, tags_code)
+
+
+class ConsumeQueue:
+    def __init__(self, topic: str, queue_id: int, directory: Path, file_size: int) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.file_size = file_size - file_size % CQ_UNIT_SIZE
+        self.files = MappedFileQueue(directory, self.file_size)
+        self.min_logic_offset = 0  # bytes; units below it were deleted with their CommitLog files
+        self.max_physic_end = 0  # commit_log_offset + size of the highest unit written
+
+    # -- offsets (in units) ------------------------------------------------------------------
+
+    @property
+    def min_offset(self) -> int:
+        return self.min_logic_offset // CQ_UNIT_SIZE
+
+    @property
+    def max_offset(self) -> int:
+        """The next queue offset to be written (RocketMQ's ``getMaxOffsetInQueue``)."""
+        return self.files.max_offset // CQ_UNIT_SIZE
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def _file_for(self, pos: int) -> MappedFile:
+        mf = self.files.find(pos)
+        if mf is not None:
+            return mf
+        if not self.files.files:
+            mf = self.files.next_file(pos)
+            # The queue starts mid-file (its head was deleted, or the queue was rebuilt): the units
+            # before ``pos`` stay zero and are below the minimum offset.
+            mf.set_positions(pos - mf.file_from_offset)
+            self.min_logic_offset = pos
+            return mf
+        while True:
+            mf = self.files.next_file()
+            if mf.file_from_offset <= pos < mf.file_from_offset + self.file_size:
+                return mf
+            mf.set_positions(self.file_size)  # a gap of whole files: leave them empty
+
+    def put(self, commit_log_offset: int, size: int, tags_code: int, queue_offset: int) -> None:
+        pos = queue_offset * CQ_UNIT_SIZE
+        if pos < self.min_logic_offset:
+            return  # below the head that retention already removed
+        mf = self._file_for(pos)
+        rel = pos - mf.file_from_offset
+        if rel > mf.wrote:
+            log.warning(
+                "consume queue %s-%d: gap before offset %d (expected %d)",
+                self.topic, self.queue_id, queue_offset,
+                (mf.file_from_offset + mf.wrote) // CQ_UNIT_SIZE,
+            )
+        CQ_UNIT.pack_into(mf.mm, rel, commit_log_offset, size, tags_code)
+        end = rel + CQ_UNIT_SIZE
+        if end > mf.wrote:
+            mf.wrote = end
+        phys_end = commit_log_offset + size
+        if phys_end > self.max_physic_end:
+            self.max_physic_end = phys_end
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def get_unit(self, queue_offset: int) -> Unit | None:
+        units = self.get_units(queue_offset, 1)
+        return units[0] if units else None
+
+    def get_units(self, queue_offset: int, max_count: int) -> list[Unit]:
+        """Up to ``max_count`` units from ``queue_offset``, within one segment."""
+        pos = queue_offset * CQ_UNIT_SIZE
+        if pos < self.min_logic_offset or queue_offset >= self.max_offset:
+            return []
+        mf = self.files.find(pos)
+        if mf is None:
+            return []
+        rel = pos - mf.file_from_offset
+        end = min(mf.wrote, rel + max_count * CQ_UNIT_SIZE)
+        if end <= rel:
+            return []
+        return list(CQ_UNIT.iter_unpack(mf.mm[rel:end]))
+
+    def last_unit(self) -> Unit | None:
+        return self.get_unit(self.max_offset - 1) if self.max_offset > self.min_offset else None
+
+    # -- recovery and retention -------------------------------------------------------------
+
+    def load(self) -> None:
+        self.files.load()
+
+    def recover(self) -> None:
+        """Find the last valid unit (scanning from the third-last segment) and drop what follows."""
+        files = self.files.files
+        if not files:
+            return
+        start = max(0, len(files) - 3)
+        end_abs = files[start].file_from_offset
+        for mf in files[:start]:
+            mf.set_positions(self.file_size)
+        for mf in files[start:]:
+            data = mf.mm[: self.file_size]
+            n = 0
+            for off, size, _tag in CQ_UNIT.iter_unpack(data):
+                if not is_valid_unit(off, size):
+                    break
+                n += 1
+                self.max_physic_end = max(self.max_physic_end, off + size)
+            mf.set_positions(n * CQ_UNIT_SIZE)
+            end_abs = mf.file_from_offset + n * CQ_UNIT_SIZE
+            if n * CQ_UNIT_SIZE < self.file_size:
+                break
+        self.files.truncate_dirty(end_abs)
+        self.min_logic_offset = max(self.min_logic_offset, self.files.min_offset)
+        self._skip_leading_blanks()
+
+    def _skip_leading_blanks(self) -> None:
+        first = self.files.files[0] if self.files.files else None
+        if first is None:
+            return
+        pos = max(self.min_logic_offset - first.file_from_offset, 0)
+        while pos < first.wrote:
+            off, size, _ = CQ_UNIT.unpack_from(first.mm, pos)
+            if is_valid_unit(off, size):
+                break
+            pos += CQ_UNIT_SIZE
+        self.min_logic_offset = first.file_from_offset + pos
+
+    def truncate_dirty(self, commit_log_offset: int) -> None:
+        """Drop units pointing at or beyond ``commit_log_offset`` (CommitLog tail was truncated)."""
+        while self.max_offset > self.min_offset:
+            unit = self.last_unit()
+            if unit is None or unit[0] + unit[1] <= commit_log_offset:
+                break
+            lo, hi = self.min_offset, self.max_offset - 1
+            while lo < hi:  # first unit whose record ends beyond the cut
+                mid = (lo + hi) // 2
+                u = self.get_unit(mid)
+                if u is not None and u[0] + u[1] <= commit_log_offset:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            self.files.truncate_dirty(lo * CQ_UNIT_SIZE)
+            break
+        last = self.last_unit()
+        self.max_physic_end = last[0] + last[1] if last else 0
+
+    def correct_min_offset(self, commit_log_min_offset: int) -> None:
+        """Move the minimum offset past units whose CommitLog files are gone."""
+        lo, hi = self.min_offset, self.max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            u = self.get_unit(mid)
+            if u is not None and u[0] >= commit_log_min_offset:
+                hi = mid
+            else:
+                lo = mid + 1
+        self.min_logic_offset = max(self.min_logic_offset, lo * CQ_UNIT_SIZE)
+
+    def delete_expired(self, commit_log_min_offset: int) -> int:
+        """Delete whole segments whose units all point below ``commit_log_min_offset``."""
+        deleted = 0
+        files = self.files.files
+        while len(files) > 1:
+            first = files[0]
+            off, size, _ = CQ_UNIT.unpack_from(first.mm, self.file_size - CQ_UNIT_SIZE)
+            if not is_valid_unit(off, size) or off + size > commit_log_min_offset:
+                break
+            self.files.delete_first()
+            deleted += 1
+        self.correct_min_offset(commit_log_min_offset)
+        return deleted
+
+    def flush(self) -> None:
+        self.files.flush()
+
+    def close(self) -> None:
+        self.files.close()

@@ -1,0 +1,150 @@
+"""Dispatcher: builds ConsumeQueues and IndexFiles from the CommitLog (seed S8, RocketMQ's
+ReputMessageService).
+
+A background thread walks the CommitLog from ``dispatch_from`` up to a limit: the written end under
+ASYNC_FLUSH, the flushed end under SYNC_FLUSH (so no reader sees a message before it is durable).
+For each record it writes the ConsumeQueue unit at the record's own queue offset and, when enabled,
+index entries for ``topic#key`` of every KEYS entry and of UNIQ_KEY. It rests 1 ms between idle
+rounds, or until woken. Listeners hear ``(topic, queue_id, next_queue_offset)`` for long polling.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from rocketlite.common.errors import CorruptRecordError
+from rocketlite.formats import message_record as rec
+from rocketlite.formats.javahash import tags_code
+from rocketlite.formats.properties import KEYS, TAGS, UNIQ_KEY, decode_properties
+from rocketlite.store.commitlog import CommitLog
+from rocketlite.store.consume_queue import ConsumeQueue
+from rocketlite.store.index_service import IndexService
+
+log = logging.getLogger(__name__)
+
+IDLE_WAIT_S = 0.001
+_SEGMENT_DONE = -1
+Listener = Callable[[str, int, int], None]
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        commitlog: CommitLog,
+        consume_queue: Callable[[str, int], ConsumeQueue],
+        index: IndexService | None,
+        limit: Callable[[], int],
+    ) -> None:
+        self.commitlog = commitlog
+        self.consume_queue = consume_queue
+        self.index = index
+        self.limit = limit
+        self.dispatch_from = 0
+        self.last_store_timestamp = 0
+        self.listeners: list[Listener] = []
+        self.dirty: set[ConsumeQueue] = set()
+        self.lock = threading.Lock()  # held while dispatching; flushers take it to snapshot
+        self._wake = threading.Event()
+        self._stop = False
+        self._thread: threading.Thread | None = None
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="dispatcher", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop:
+            try:
+                progressed = self.dispatch_available()
+            except Exception:  # noqa: BLE001 - keep dispatching; the record is logged
+                log.exception("dispatch failed at CommitLog offset %d", self.dispatch_from)
+                progressed = False
+            if not progressed:
+                self._wake.wait(IDLE_WAIT_S)
+                self._wake.clear()
+
+    def dispatch_available(self, limit: int | None = None) -> bool:
+        """Dispatch every record below the limit; True if anything was dispatched."""
+        end = self.limit() if limit is None else limit
+        if self.dispatch_from >= end:
+            return False
+        with self.lock:
+            return self._dispatch_range(end)
+
+    def _dispatch_range(self, end: int) -> bool:
+        cl = self.commitlog
+        start = self.dispatch_from
+        if start < cl.min_offset:
+            start = cl.min_offset
+        while start < end:
+            mf = cl.files.find(start)
+            if mf is None:
+                break
+            pos = start - mf.file_from_offset
+            limit = min(mf.wrote, end - mf.file_from_offset)
+            pos = self._dispatch_segment(mf.mm, pos, limit)
+            if pos == _SEGMENT_DONE:
+                start = mf.file_from_offset + mf.file_size  # BLANK: go on in the next segment
+                continue
+            start = mf.file_from_offset + pos
+            break  # reached the limit, or a corrupt record that recovery must deal with
+        progressed = start != self.dispatch_from
+        self.dispatch_from = start
+        return progressed
+
+    def _dispatch_segment(self, buf: memoryview | bytes | object, pos: int, limit: int) -> int:
+        """Dispatch records in [pos, limit) of one segment; return where it stopped."""
+        summarize = rec.summarize_record
+        index = self.index
+        cq_of = self.consume_queue
+        dirty = self.dirty
+        notify = self.listeners
+        while pos < limit:
+            try:
+                s = summarize(buf, pos, limit)  # type: ignore[arg-type]
+            except CorruptRecordError:
+                log.error("corrupt record at CommitLog position %d; dispatch waits", pos)
+                return pos
+            if s is None:
+                return _SEGMENT_DONE
+            props = decode_properties(s.properties_text) if s.properties_text else {}
+            txn = s.sys_flag & rec.SYSFLAG_TRANSACTION_MASK
+            if txn not in (rec.SYSFLAG_TRANSACTION_PREPARED, rec.SYSFLAG_TRANSACTION_ROLLBACK):
+                cq = cq_of(s.topic, s.queue_id)
+                cq.put(s.commit_log_offset, s.total_size, tags_code(props.get(TAGS)),
+                       s.queue_offset)
+                dirty.add(cq)
+                for fn in notify:
+                    fn(s.topic, s.queue_id, s.queue_offset + 1)
+            if index is not None:
+                keys = props.get(KEYS)
+                uniq = props.get(UNIQ_KEY)
+                if keys or uniq:
+                    index.build(
+                        s.topic,
+                        keys.split(" ") if keys else [],
+                        uniq,
+                        s.commit_log_offset,
+                        s.store_timestamp,
+                    )
+            self.last_store_timestamp = s.store_timestamp
+            pos += s.total_size
+        return pos
+
+    def take_dirty(self) -> tuple[list[ConsumeQueue], int]:
+        """ConsumeQueues written since the last call, and the store time they cover."""
+        with self.lock:
+            dirty = list(self.dirty)
+            self.dirty.clear()
+            return dirty, self.last_store_timestamp
+
+    def shutdown(self) -> None:
+        self._stop = True
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()

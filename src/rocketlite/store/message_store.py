@@ -1,0 +1,353 @@
+"""MessageStore: the storage engine's composition root. It wires the parts and owns their order of
+start and stop; the rules live in the parts.
+
+    put_messages ─► CommitLog.append ─► FlushService (group commit / interval) ─► Dispatcher
+                                                                                 ├► ConsumeQueue
+                                                                                 └► IndexService
+    get_message ◄─ ConsumeQueue units ◄─ CommitLog bytes
+
+Start-up: lock the store, open files, recover (see ``recovery``), trim ConsumeQueues and the index to
+the CommitLog's valid end, re-dispatch what they miss, then write the ``abort`` file that marks a
+running store. Shutdown drains dispatch, flushes everything, writes the checkpoint and removes
+``abort``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rocketlite.common.errors import (
+    DiskFullError,
+    FormatError,
+    StoreClosedError,
+)
+from rocketlite.formats import message_record as rec
+from rocketlite.formats.message_id import decode_message_id, encode_message_id
+from rocketlite.formats.properties import KEYS, UNIQ_KEY, decode_properties
+from rocketlite.store import store_files
+from rocketlite.store.checkpoint import StoreCheckpoint
+from rocketlite.store.commitlog import CommitLog, now_ms
+from rocketlite.store.config import StoreConfig
+from rocketlite.store.consume_queue import ConsumeQueue
+from rocketlite.store.dispatcher import Dispatcher
+from rocketlite.store.flush import FlushService
+from rocketlite.store.get_message import GetMessageResult, get_message
+from rocketlite.store.index_service import IndexService
+from rocketlite.store.mapped_file_queue import Allocator
+from rocketlite.store.message import AppendResult, MessageToStore
+from rocketlite.store.recovery import RecoveryResult, recover_commitlog
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class PutResult:
+    results: list[AppendResult]
+    flushed: Future[None] | None = None  # SYNC_FLUSH: completes when the batch is durable
+    msg_ids: list[str] = field(default_factory=list)
+
+
+class MessageStore:
+    def __init__(self, config: StoreConfig, clock: Callable[[], int] = now_ms) -> None:
+        self.config = config
+        self.clock = clock
+        self._lock_file = store_files.StoreLock()
+        self.allocator = Allocator(warm=config.warm_mapped_file_enable)
+        self.commitlog = CommitLog(config, self.allocator, clock)
+        self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._queues_lock = threading.Lock()
+        self.index: IndexService | None = (
+            IndexService(config.index_dir, config.max_hash_slot_num, config.max_index_num)
+            if config.message_index_enable
+            else None
+        )
+        self.checkpoint: StoreCheckpoint | None = None
+        self.dispatcher = Dispatcher(
+            self.commitlog, self.consume_queue, self.index, self._dispatch_limit
+        )
+        self.flusher = FlushService(
+            self.commitlog,
+            sync=config.sync_flush,
+            interval_ms=config.flush_interval_commit_log,
+            on_flushed=self._on_flushed,
+            periodic=self.flush_queues,
+            periodic_interval_ms=config.flush_interval_consume_queue,
+        )
+        self.write_refused: str | None = None  # set by retention when the disk is too full
+        self.recovery: RecoveryResult | None = None
+        self.running = False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> MessageStore:
+        cfg = self.config
+        store_files.ensure_layout(cfg)
+        self._lock_file.acquire(cfg.store_path_root_dir)
+        try:
+            self._load_and_recover()
+        except BaseException:
+            self._lock_file.release()
+            raise
+        store_files.create_abort_file(cfg.abort_path)
+        self.flusher.start()
+        self.dispatcher.start()
+        self.running = True
+        return self
+
+    def _load_and_recover(self) -> None:
+        cfg = self.config
+        abnormal = store_files.abort_file_exists(cfg.abort_path)
+        self.checkpoint = StoreCheckpoint(cfg.checkpoint_path)
+        self.commitlog.load()
+        self._load_queues()
+        if self.index is not None:
+            self.index.load()
+        min_ts = self.checkpoint.min_timestamp(self.index is not None)
+        self.recovery = result = recover_commitlog(self.commitlog, abnormal, min_ts)
+        valid_end = result.valid_end
+        self.commitlog.files.flush()
+        for cq in self.queues.values():
+            cq.recover()
+            cq.truncate_dirty(valid_end)
+        dispatch_from = max((cq.max_physic_end for cq in self.queues.values()), default=0)
+        if self.index is not None:
+            self.index.truncate(valid_end)
+            if self.index.end_phy_offset() > 0:
+                dispatch_from = min(dispatch_from, self.index.end_phy_offset())
+        if abnormal:
+            dispatch_from = min(dispatch_from, result.scan_start)
+        dispatch_from = max(min(dispatch_from, valid_end), self.commitlog.min_offset)
+        log.info("dispatching CommitLog [%d, %d) to rebuild queues", dispatch_from, valid_end)
+        self.dispatcher.dispatch_from = dispatch_from
+        self.dispatcher.dispatch_available(valid_end)
+        cl_min = self.commitlog.min_offset
+        table = self.commitlog.topic_queue_table
+        for key, cq in self.queues.items():
+            cq.correct_min_offset(cl_min)
+            table[key] = cq.max_offset
+        self.flush_queues()
+
+    def _load_queues(self) -> None:
+        root = self.config.consume_queue_dir
+        if not root.is_dir():
+            return
+        for topic_dir in sorted(root.iterdir()):
+            if not topic_dir.is_dir():
+                continue
+            for qdir in sorted(topic_dir.iterdir()):
+                if not (qdir.is_dir() and qdir.name.isdigit()):
+                    continue
+                cq = self.consume_queue(topic_dir.name, int(qdir.name))
+                cq.load()
+
+    def shutdown(self) -> None:
+        if not self.running:
+            return
+        self.running = False
+        self.flusher.shutdown()
+        self.dispatcher.shutdown()
+        self.dispatcher.dispatch_available(self.commitlog.max_offset)
+        self.flush_queues()
+        self.allocator.close()
+        self.commitlog.close()
+        for cq in self.queues.values():
+            cq.close()
+        if self.index is not None:
+            self.index.close()
+        if self.checkpoint is not None:
+            self.checkpoint.close()
+        store_files.remove_abort_file(self.config.abort_path)
+        self._lock_file.release()
+
+    def __enter__(self) -> MessageStore:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    # -- flushing ----------------------------------------------------------------------------
+
+    def _dispatch_limit(self) -> int:
+        cl = self.commitlog
+        return cl.flushed_offset if self.config.sync_flush else cl.max_offset
+
+    def _on_flushed(self, flushed_offset: int, store_timestamp: int) -> None:
+        cp = self.checkpoint
+        if cp is not None and store_timestamp:
+            cp.physic_msg_timestamp = store_timestamp
+            cp.confirm_phy_offset = flushed_offset
+        if self.config.sync_flush:
+            self.dispatcher.wake()
+
+    def flush_queues(self) -> None:
+        """Flush dirty ConsumeQueues and the index, then the checkpoint (FlushConsumeQueueService)."""
+        dirty, logics_ts = self.dispatcher.take_dirty()
+        for cq in dirty:
+            cq.flush()
+        cp = self.checkpoint
+        if cp is None:
+            return
+        if logics_ts:
+            cp.logics_msg_timestamp = logics_ts
+        if self.index is not None:
+            index_ts = self.index.flush()
+            if index_ts:
+                cp.index_msg_timestamp = index_ts
+        cp.flush()
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def put_messages(self, msgs: Sequence[MessageToStore]) -> PutResult:
+        """Append a batch. Under SYNC_FLUSH, ``PutResult.flushed`` completes when it is durable."""
+        if not self.running:
+            raise StoreClosedError("the store is not running")
+        if self.write_refused is not None:
+            raise DiskFullError(self.write_refused)
+        results = self.commitlog.append(msgs)
+        fut: Future[None] | None = None
+        if self.config.sync_flush and results:
+            fut = self.flusher.request(results[-1].end_offset)
+        else:
+            self.dispatcher.wake()
+        return PutResult(results, fut)
+
+    def put_messages_sync(self, msgs: Sequence[MessageToStore]) -> list[AppendResult]:
+        """Append and, under SYNC_FLUSH, wait up to ``syncFlushTimeout`` for durability."""
+        put = self.put_messages(msgs)
+        if put.flushed is not None:
+            FlushService.wait(put.flushed, self.config.sync_flush_timeout)
+        return put.results
+
+    def message_id(self, commit_log_offset: int) -> str:
+        return encode_message_id(
+            self.commitlog.store_host, self.commitlog.store_port, commit_log_offset
+        )
+
+    # -- queues ------------------------------------------------------------------------------
+
+    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        key = (topic, queue_id)
+        cq = self.queues.get(key)
+        if cq is None:
+            with self._queues_lock:
+                cq = self.queues.get(key)
+                if cq is None:
+                    directory = self.config.consume_queue_dir / topic / str(queue_id)
+                    cq = ConsumeQueue(
+                        topic, queue_id, directory, self.config.mapped_file_size_consume_queue
+                    )
+                    self.queues[key] = cq
+        return cq
+
+    def find_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        return self.queues.get((topic, queue_id))
+
+    def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.find_queue(topic, queue_id)
+        return cq.max_offset if cq else 0
+
+    def min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.find_queue(topic, queue_id)
+        return cq.min_offset if cq else 0
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def get_message(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int = 32,
+        max_bytes: int = 1 << 20,
+        tag_filter: Callable[[int], bool] | None = None,
+    ) -> GetMessageResult:
+        return get_message(
+            self.commitlog, self.find_queue(topic, queue_id), offset, max_count, max_bytes,
+            tag_filter,
+        )
+
+    def look_message(self, commit_log_offset: int) -> rec.MessageRecord | None:
+        return self.commitlog.read_record(commit_log_offset)
+
+    def read_raw(self, commit_log_offset: int, size: int) -> bytes | None:
+        return self.commitlog.read(commit_log_offset, size)
+
+    def look_message_by_id(self, msg_id: str) -> rec.MessageRecord | None:
+        try:
+            _, _, offset = decode_message_id(msg_id)
+        except FormatError:
+            return None
+        if offset < self.commitlog.min_offset or offset >= self.commitlog.max_offset:
+            return None
+        try:
+            return self.look_message(offset)
+        except FormatError:
+            return None
+
+    def query_message(
+        self, topic: str, key: str, max_num: int = 32, begin_ms: int = 0, end_ms: int = 1 << 62
+    ) -> list[rec.MessageRecord]:
+        """Messages of ``topic`` whose KEYS or UNIQ_KEY contain ``key``, stored in the time range."""
+        if self.index is None:
+            return []
+        out: list[rec.MessageRecord] = []
+        # The index holds only hashes: ask for more than needed and verify each candidate.
+        for offset in self.index.query(topic, key, max_num * 4, begin_ms, end_ms):
+            if offset < self.commitlog.min_offset:
+                continue
+            try:
+                m = self.look_message(offset)
+            except FormatError:
+                continue
+            if m is None or m.topic != topic:
+                continue
+            props = decode_properties(m.properties_text)
+            keys = props.get(KEYS, "").split(" ")
+            if key in keys or props.get(UNIQ_KEY) == key:
+                out.append(m)
+                if len(out) >= max_num:
+                    break
+        return out
+
+    def offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """The first queue offset stored at or after ``timestamp_ms`` (max offset if none)."""
+        cq = self.find_queue(topic, queue_id)
+        if cq is None:
+            return 0
+        lo, hi = cq.min_offset, cq.max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            unit = cq.get_unit(mid)
+            ts = self._unit_time(unit[0]) if unit else -1
+            if ts is not None and ts < timestamp_ms:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def _unit_time(self, commit_log_offset: int) -> int | None:
+        if commit_log_offset < self.commitlog.min_offset:
+            return -1
+        return self.commitlog.store_timestamp_at(commit_log_offset)
+
+    def earliest_message_time(self, topic: str | None = None, queue_id: int = 0) -> int:
+        """Store time of the oldest message (of a queue, or of the whole store); -1 if none."""
+        cl = self.commitlog
+        if topic is None:
+            if cl.max_offset <= cl.min_offset:
+                return -1
+            return cl.store_timestamp_at(cl.min_offset)
+        cq = self.find_queue(topic, queue_id)
+        unit = cq.get_unit(cq.min_offset) if cq else None
+        if unit is None or unit[0] < cl.min_offset:
+            return -1
+        return cl.store_timestamp_at(unit[0])
+
+    @property
+    def root(self) -> Path:
+        return self.config.store_path_root_dir

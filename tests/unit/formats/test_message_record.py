@@ -1,0 +1,115 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rocketlite.common.errors import CorruptRecordError, FormatError
+from rocketlite.formats import message_record as rec
+from rocketlite.formats.message_id import decode_message_id, encode_message_id
+from rocketlite.formats.properties import decode_properties, encode_properties
+
+i32 = st.integers(-(2**31), 2**31 - 1)
+i64 = st.integers(-(2**63), 2**63 - 1)
+hosts = st.one_of(st.binary(min_size=4, max_size=4), st.binary(min_size=16, max_size=16))
+topics = st.text(alphabet="abcXYZ019_-%|", min_size=1, max_size=300)
+
+
+@st.composite
+def records(draw: st.DrawFn) -> rec.MessageRecord:
+    born = draw(hosts)
+    store = draw(hosts)
+    sys_flag = draw(st.integers(0, 0xF)) | (rec.SYSFLAG_BORNHOST_V6 if len(born) == 16 else 0)
+    sys_flag |= rec.SYSFLAG_STOREHOST_V6 if len(store) == 16 else 0
+    body = draw(st.binary(max_size=300))
+    topic = draw(topics)
+    props = encode_properties(draw(st.dictionaries(
+        st.text(alphabet="ABCKEYS_", min_size=1, max_size=8),
+        st.text(alphabet="xyz 019", min_size=1, max_size=20), max_size=4)))
+    m = rec.MessageRecord(
+        total_size=rec.record_size(len(body), len(topic.encode()), len(props.encode()), sys_flag),
+        magic=rec.MAGIC_V2 if len(topic) > 127 else rec.MAGIC_V1,
+        body_crc=rec.body_crc(body),
+        queue_id=draw(st.integers(0, 1000)), flag=draw(i32), queue_offset=draw(i64),
+        commit_log_offset=draw(i64), sys_flag=sys_flag, born_timestamp=draw(i64),
+        born_host=born, born_port=draw(i32), store_timestamp=draw(i64), store_host=store,
+        store_port=draw(i32), reconsume_times=draw(i32), prepared_transaction_offset=draw(i64),
+        body=body, topic=topic, properties_text=props,
+    )
+    return m
+
+
+@given(records())
+def test_record_round_trip(m: rec.MessageRecord) -> None:
+    data = m.encode()
+    assert len(data) == m.total_size
+    assert rec.decode_record(data) == m
+    assert rec.check_record(data, 0, len(data)) == len(data)
+    s = rec.summarize_record(data, 0, len(data))
+    assert s is not None and s.topic == m.topic and s.queue_offset == m.queue_offset
+    assert rec.read_store_timestamp(data, 0) == m.store_timestamp
+
+
+def _one() -> bytes:
+    return rec.encode_record(
+        topic=b"TopicTest", body=b"hello", properties=b"TAGS\x01TagA\x02", queue_id=1, flag=0,
+        queue_offset=7, commit_log_offset=0, sys_flag=0, born_timestamp=1, born_host=b"\x7f\0\0\1",
+        born_port=1, store_timestamp=2, store_host=b"\x7f\0\0\1", store_port=10911)
+
+
+def test_v1_for_short_topics_and_v2_for_long() -> None:
+    assert rec.decode_record(_one()).magic == rec.MAGIC_V1  # type: ignore[union-attr]
+    long = rec.encode_record(
+        topic=b"t" * 128, body=b"", properties=b"", queue_id=0, flag=0, queue_offset=0,
+        commit_log_offset=0, sys_flag=0, born_timestamp=0, born_host=b"\0" * 4, born_port=0,
+        store_timestamp=0, store_host=b"\0" * 4, store_port=0)
+    m = rec.decode_record(long)
+    assert m is not None and m.magic == rec.MAGIC_V2 and m.topic == "t" * 128
+
+
+def test_body_crc_is_masked_to_31_bits() -> None:
+    assert rec.body_crc(b"hello") == 0x3610A686 & 0x7FFFFFFF
+
+
+def test_corruptions_are_detected() -> None:
+    good = bytearray(_one())
+    bad_crc = bytearray(good)
+    bad_crc[-30] ^= 0xFF  # inside the body or topic
+    with pytest.raises(CorruptRecordError):
+        rec.check_record(bytes(bad_crc), 0, len(bad_crc))
+    bad_magic = bytearray(good)
+    bad_magic[4] ^= 0x01
+    with pytest.raises(CorruptRecordError, match="magic"):
+        rec.decode_record(bytes(bad_magic))
+    with pytest.raises(CorruptRecordError):
+        rec.check_record(bytes(good[:50]), 0, 50)  # truncated
+    huge = bytearray(good)
+    huge[0:4] = (10**6).to_bytes(4, "big")
+    with pytest.raises(CorruptRecordError, match="exceeds"):
+        rec.check_record(bytes(huge), 0, len(huge))
+
+
+def test_blank_record() -> None:
+    blank = rec.encode_blank(100) + bytes(92)
+    assert rec.check_record(blank, 0, 100) == 0
+    assert rec.decode_record(blank) is None
+
+
+def test_properties_round_trip_and_skips_malformed() -> None:
+    props = {"TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": "ABC"}
+    text = encode_properties(props)
+    assert text == "TAGS\x01TagA\x02KEYS\x01k1 k2\x02UNIQ_KEY\x01ABC\x02"
+    assert decode_properties(text) == props
+    assert decode_properties("a\x02\x01v\x02k\x01\x02ok\x01yes\x02") == {"ok": "yes"}
+
+
+def test_message_id_round_trip() -> None:
+    mid = encode_message_id(b"\x7f\x00\x00\x01", 10911, 131)
+    assert mid == "7F00000100002A9F0000000000000083"
+    assert decode_message_id(mid) == (b"\x7f\x00\x00\x01", 10911, 131)
+    v6 = encode_message_id(bytes(16), 1, 2)
+    assert len(v6) == 56 and decode_message_id(v6) == (bytes(16), 1, 2)
+    with pytest.raises(FormatError):
+        decode_message_id("zz")
+    with pytest.raises(FormatError):
+        decode_message_id("00" * 5)

@@ -38,9 +38,15 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeAlias
 
 from rocketlite.common.errors import CorruptRecordError
 from rocketlite.formats.properties import decode_properties
+
+if TYPE_CHECKING:
+    import mmap
+
+Buffer: TypeAlias = "bytes | bytearray | memoryview | mmap.mmap"
 
 MAGIC_V1 = -626843481  # 0xDAA320A7
 MAGIC_V2 = -626843477  # 0xDAA320AB
@@ -231,7 +237,7 @@ class RecordSummary:
     properties_text: str
 
 
-def check_head(buf: bytes | memoryview, pos: int, limit: int) -> int:
+def check_head(buf: Buffer, pos: int, limit: int) -> int:
     """Validate the 8 bytes at ``pos`` and return TOTALSIZE; 0 means a BLANK record (segment end).
 
     Raises CorruptRecordError for a wrong magic code or a size that cannot be a record.
@@ -248,7 +254,7 @@ def check_head(buf: bytes | memoryview, pos: int, limit: int) -> int:
     return int(size)
 
 
-def _parse(buf: bytes | memoryview, pos: int, limit: int, verify_crc: bool) -> tuple[int, ...]:
+def _parse(buf: Buffer, pos: int, limit: int, verify_crc: bool) -> tuple[int, ...]:
     """Walk one record; return the offsets of its variable parts. Raises CorruptRecordError."""
     size = check_head(buf, pos, limit)
     if size == 0:
@@ -296,13 +302,13 @@ def _parse(buf: bytes | memoryview, pos: int, limit: int, verify_crc: bool) -> t
             topic_len, props_at, props_len)
 
 
-def check_record(buf: bytes | memoryview, pos: int, limit: int, verify_crc: bool = True) -> int:
+def check_record(buf: Buffer, pos: int, limit: int, verify_crc: bool = True) -> int:
     """Validate the record at ``pos``; return its size, or 0 for a BLANK record."""
     parts = _parse(buf, pos, limit, verify_crc)
     return parts[0] if parts else 0
 
 
-def _host(buf: bytes | memoryview, at: int, v6: bool) -> tuple[bytes, int, int]:
+def _host(buf: Buffer, at: int, v6: bool) -> tuple[bytes, int, int]:
     n = 16 if v6 else 4
     ip = bytes(buf[at : at + n])
     (port,) = _I32.unpack_from(buf, at + n)
@@ -310,7 +316,7 @@ def _host(buf: bytes | memoryview, at: int, v6: bool) -> tuple[bytes, int, int]:
 
 
 def decode_record(
-    buf: bytes | memoryview, pos: int = 0, limit: int | None = None, verify_crc: bool = True
+    buf: Buffer, pos: int = 0, limit: int | None = None, verify_crc: bool = True
 ) -> MessageRecord | None:
     """Decode the record at ``pos``; None for a BLANK record. Raises CorruptRecordError."""
     lim = len(buf) if limit is None else limit
@@ -350,7 +356,7 @@ def decode_record(
 
 
 def summarize_record(
-    buf: bytes | memoryview, pos: int, limit: int, verify_crc: bool = False
+    buf: Buffer, pos: int, limit: int, verify_crc: bool = False
 ) -> RecordSummary | None:
     """Read what dispatch needs from the record at ``pos``; None for BLANK. Raises CorruptRecordError."""
     parts = _parse(buf, pos, limit, verify_crc)
@@ -371,7 +377,7 @@ def summarize_record(
     )
 
 
-def read_store_timestamp(buf: bytes | memoryview, pos: int) -> int:
+def read_store_timestamp(buf: Buffer, pos: int) -> int:
     """STORETIMESTAMP of the (already validated) record at ``pos``."""
     sys_flag = _I32.unpack_from(buf, pos + 36)[0]
     at = pos + HEAD_SIZE + host_len(bool(sys_flag & SYSFLAG_BORNHOST_V6))

@@ -21,10 +21,10 @@ from collections.abc import Callable, Sequence
 
 from rocketlite.common.errors import MessageIllegalError, StoreError
 from rocketlite.formats import message_record as rec
+from rocketlite.store.config import StoreConfig
 from rocketlite.store.mapped_file import MappedFile
 from rocketlite.store.mapped_file_queue import Allocator, MappedFileQueue
 from rocketlite.store.message import AppendResult, MessageToStore
-from rocketlite.store.config import StoreConfig
 
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 TOPIC_MAX_BYTES = 1024

@@ -61,7 +61,7 @@ class Dispatcher:
         while not self._stop:
             try:
                 progressed = self.dispatch_available()
-            except Exception:  # noqa: BLE001 - keep dispatching; the record is logged
+            except Exception:
                 log.exception("dispatch failed at CommitLog offset %d", self.dispatch_from)
                 progressed = False
             if not progressed:
@@ -97,7 +97,7 @@ class Dispatcher:
         self.dispatch_from = start
         return progressed
 
-    def _dispatch_segment(self, buf: memoryview | bytes | object, pos: int, limit: int) -> int:
+    def _dispatch_segment(self, buf: rec.Buffer, pos: int, limit: int) -> int:
         """Dispatch records in [pos, limit) of one segment; return where it stopped."""
         summarize = rec.summarize_record
         index = self.index
@@ -106,7 +106,7 @@ class Dispatcher:
         notify = self.listeners
         while pos < limit:
             try:
-                s = summarize(buf, pos, limit)  # type: ignore[arg-type]
+                s = summarize(buf, pos, limit)
             except CorruptRecordError:
                 log.error("corrupt record at CommitLog position %d; dispatch waits", pos)
                 return pos

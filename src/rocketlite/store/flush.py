@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -104,33 +105,32 @@ class FlushService:
                 fut.set_exception(err)
 
     def _run(self) -> None:
-        import time
-
         next_periodic = time.monotonic() + self.periodic_interval_s
-        while True:
+        while not self._stopping():
             with self._cond:
-                if self._stop:
-                    break
-                if self.sync:
-                    if not self._waiters:
-                        self._cond.wait(SYNC_IDLE_S)
-                else:
+                if not self.sync:
                     self._cond.wait(self.interval_s)
-                if self._stop:
-                    break
+                elif not self._waiters:
+                    self._cond.wait(SYNC_IDLE_S)
+            if self._stopping():
+                break
             try:
                 self.flush_once()
             except FlushError:
                 time.sleep(0.1)  # the disk failed; waiters were told, try again shortly
-            except Exception:  # noqa: BLE001 - a flush thread must not die silently
+            except Exception:
                 log.exception("unexpected error in the flush thread")
             now = time.monotonic()
             if now >= next_periodic:
                 next_periodic = now + self.periodic_interval_s
                 try:
                     self.periodic()
-                except Exception:  # noqa: BLE001
+                except Exception:
                     log.exception("periodic ConsumeQueue/index flush failed")
+
+    def _stopping(self) -> bool:
+        with self._cond:
+            return self._stop
 
     def shutdown(self) -> None:
         with self._cond:

@@ -54,6 +54,20 @@ class GetMessageResult:
         return sum(len(m) for m in self.messages)
 
 
+def _out_of_range(cq: ConsumeQueue, offset: int) -> GetMessageResult | None:
+    st = GetMessageStatus
+    lo, hi = cq.min_offset, cq.max_offset
+    if hi == 0:
+        return GetMessageResult(st.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
+    if offset < lo:
+        return GetMessageResult(st.OFFSET_TOO_SMALL, lo, lo, hi)
+    if offset == hi:
+        return GetMessageResult(st.OFFSET_OVERFLOW_ONE, offset, lo, hi)
+    if offset > hi:
+        return GetMessageResult(st.OFFSET_OVERFLOW_BADLY, lo if lo == 0 else hi, lo, hi)
+    return None
+
+
 def get_message(
     cl: CommitLog,
     cq: ConsumeQueue | None,
@@ -65,15 +79,10 @@ def get_message(
     st = GetMessageStatus
     if cq is None:
         return GetMessageResult(st.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+    early = _out_of_range(cq, offset)
+    if early is not None:
+        return early
     lo, hi = cq.min_offset, cq.max_offset
-    if hi == 0:
-        return GetMessageResult(st.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
-    if offset < lo:
-        return GetMessageResult(st.OFFSET_TOO_SMALL, lo, lo, hi)
-    if offset == hi:
-        return GetMessageResult(st.OFFSET_OVERFLOW_ONE, offset, lo, hi)
-    if offset > hi:
-        return GetMessageResult(st.OFFSET_OVERFLOW_BADLY, lo if lo == 0 else hi, lo, hi)
     max_count = max(1, max_count)
     scan_max = max(MAX_FILTER_SCAN_BYTES, max_count * CQ_UNIT_SIZE) // CQ_UNIT_SIZE
     result = GetMessageResult(st.OFFSET_FOUND_NULL, offset, lo, hi)

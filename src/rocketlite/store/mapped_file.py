@@ -13,6 +13,7 @@ allocates blocks nor faults a fresh page.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import threading
@@ -140,11 +141,9 @@ class MappedFile:
             if self._closed:
                 return
             self._closed = True
-            try:
+            # A reader may still hold a memoryview; then the mapping dies with it.
+            with contextlib.suppress(BufferError):
                 self.mm.close()
-            except BufferError:
-                # A reader still holds a memoryview; the mapping dies with it.
-                pass
             os.close(self._fd)
 
     def destroy(self) -> None:

@@ -65,7 +65,7 @@ class Allocator:
         for fut in pending:
             try:
                 fut.result().close()
-            except Exception:  # noqa: BLE001 - closing a file nobody asked for
+            except Exception:
                 log.exception("closing a pre-allocated segment failed")
 
 

@@ -116,7 +116,9 @@ class MessageStore:
             cq.truncate_dirty(valid_end)
         dispatch_from = max((cq.max_physic_end for cq in self.queues.values()), default=0)
         if self.index is not None:
-            self.index.truncate(valid_end)
+            rebuild_from = self.index.truncate(valid_end)
+            if rebuild_from is not None:
+                dispatch_from = min(dispatch_from, rebuild_from)
             if self.index.end_phy_offset() > 0:
                 dispatch_from = min(dispatch_from, self.index.end_phy_offset())
         if abnormal:

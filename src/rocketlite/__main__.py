@@ -1,0 +1,3 @@
+from rocketlite.cli.main import main
+
+main()

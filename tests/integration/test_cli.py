@@ -1,0 +1,68 @@
+"""The command line: start (store demo), store inspect, store verify."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rocketlite.cli.main import app
+from rocketlite.formats.consume_queue_unit import CQ_UNIT
+from rocketlite.store.message_store import MessageStore
+from storehelp import msg, small_config, wait_dispatched
+
+pytestmark = pytest.mark.integration
+runner = CliRunner()
+
+
+def make_store(root: Path) -> None:
+    with MessageStore(small_config(root)) as s:
+        s.put_messages_sync([msg(keys=f"k{i}", queue_id=i % 2, body=b"b%d" % i) for i in range(30)])
+        wait_dispatched(s)
+
+
+def test_verify_passes_on_a_consistent_store(tmp_path: Path) -> None:
+    make_store(tmp_path)
+    r = runner.invoke(app, ["store", "verify", str(tmp_path), "--hash-slot-num", "64"])
+    assert r.exit_code == 0, r.output
+    assert "agree" in r.output
+
+
+def test_verify_finds_a_wrong_consume_queue_unit(tmp_path: Path) -> None:
+    make_store(tmp_path)
+    seg = sorted((tmp_path / "consumequeue" / "TopicTest" / "0").iterdir())[0]
+    data = bytearray(seg.read_bytes())
+    off, size, tag = CQ_UNIT.unpack_from(data, 20)
+    CQ_UNIT.pack_into(data, 20, off, size + 1, tag)
+    seg.write_bytes(bytes(data))
+    r = runner.invoke(app, ["store", "verify", str(tmp_path), "--hash-slot-num", "64"])
+    assert r.exit_code == 1
+    assert "TopicTest-0 offset 1" in r.output
+
+
+def test_verify_finds_a_missing_index_entry(tmp_path: Path) -> None:
+    make_store(tmp_path)
+    for f in (tmp_path / "index").iterdir():
+        data = bytearray(f.read_bytes())
+        data[40 + 64 * 4 + 20 : 40 + 64 * 4 + 24] = b"\xff\xff\xff\x7f"  # entry 1's hash
+        f.write_bytes(bytes(data))
+    r = runner.invoke(app, ["store", "verify", str(tmp_path), "--hash-slot-num", "64"])
+    assert r.exit_code == 1
+    assert "not indexed" in r.output
+
+
+def test_inspect_prints_messages_units_and_headers(tmp_path: Path) -> None:
+    make_store(tmp_path)
+    r = runner.invoke(app, ["store", "inspect", str(tmp_path), "--messages", "3"])
+    assert r.exit_code == 0, r.output
+    for text in ("CommitLog", "TopicTest", "ConsumeQueue", "IndexFile headers", "checkpoint"):
+        assert text in r.output
+
+
+def test_start_runs_the_store_demo(tmp_path: Path) -> None:
+    r = runner.invoke(app, ["start", "--store", str(tmp_path / "s"), "--messages", "200"])
+    assert r.exit_code == 0, r.output
+    assert "appended 200 messages" in r.output
+    assert "hello rocketlite 199" in r.output
+    assert not (tmp_path / "s" / "abort").exists()

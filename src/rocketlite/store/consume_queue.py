@@ -175,19 +175,20 @@ class ConsumeQueue:
                 lo = mid + 1
         self.min_logic_offset = max(self.min_logic_offset, lo * CQ_UNIT_SIZE)
 
-    def delete_expired(self, commit_log_min_offset: int) -> int:
-        """Delete whole segments whose units all point below ``commit_log_min_offset``."""
-        deleted = 0
-        files = self.files.files
-        while len(files) > 1:
-            first = files[0]
+    def delete_expired(self, commit_log_min_offset: int) -> list[MappedFile]:
+        """Unlink whole segments whose units all point below ``commit_log_min_offset``; return
+        them for the caller to close once no reader can hold them."""
+        retired: list[MappedFile] = []
+        while len(self.files.files) > 1:
+            first = self.files.files[0]
             off, size, _ = CQ_UNIT.unpack_from(first.mm, self.file_size - CQ_UNIT_SIZE)
             if not is_valid_unit(off, size) or off + size > commit_log_min_offset:
                 break
-            self.files.delete_first()
-            deleted += 1
+            mf = self.files.retire_first()
+            if mf is not None:
+                retired.append(mf)
         self.correct_min_offset(commit_log_min_offset)
-        return deleted
+        return retired
 
     def flush(self) -> None:
         self.files.flush()

@@ -146,7 +146,7 @@ class MappedFileQueue:
             if self.allocator is not None
             else MappedFile(path, self.file_size)
         )
-        self.files.append(mf)
+        self.files = [*self.files, mf]
         if self.allocator is not None:
             self.allocator.prepare(
                 self.directory / offset_to_file_name(start + self.file_size), self.file_size
@@ -165,6 +165,17 @@ class MappedFileQueue:
         if 0 <= idx < len(files):
             return files[idx]
         return None
+
+    def retire_first(self) -> MappedFile | None:
+        """Unlink the oldest segment and drop it from the queue, leaving its mapping open for
+        readers that still hold it; the caller closes it later (``MappedFile.close``)."""
+        files = self.files
+        if not files:
+            return None
+        mf = files[0]
+        self.files = files[1:]  # swap, never mutate: readers may be walking the old list
+        mf.path.unlink(missing_ok=True)
+        return mf
 
     # -- flush and truncation ----------------------------------------------------------------
 
@@ -198,7 +209,8 @@ class MappedFileQueue:
     def delete_first(self) -> MappedFile | None:
         if not self.files:
             return None
-        mf = self.files.pop(0)
+        mf = self.files[0]
+        self.files = self.files[1:]
         mf.destroy()
         return mf
 

@@ -41,6 +41,7 @@ from rocketlite.store.index_service import IndexService
 from rocketlite.store.mapped_file_queue import Allocator
 from rocketlite.store.message import AppendResult, MessageToStore
 from rocketlite.store.recovery import RecoveryResult, recover_commitlog
+from rocketlite.store.retention import RetentionService
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,12 @@ class PutResult:
 
 
 class MessageStore:
-    def __init__(self, config: StoreConfig, clock: Callable[[], int] = now_ms) -> None:
+    def __init__(
+        self,
+        config: StoreConfig,
+        clock: Callable[[], int] = now_ms,
+        disk_usage: Callable[[Path], float] = store_files.disk_usage_ratio,
+    ) -> None:
         self.config = config
         self.clock = clock
         self._lock_file = store_files.StoreLock()
@@ -79,12 +85,15 @@ class MessageStore:
             periodic_interval_ms=config.flush_interval_consume_queue,
         )
         self.write_refused: str | None = None  # set by retention when the disk is too full
+        self.retention = RetentionService(self, disk_usage)
         self.recovery: RecoveryResult | None = None
         self.running = False
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> MessageStore:
+        if self.running:
+            return self
         cfg = self.config
         store_files.ensure_layout(cfg)
         self._lock_file.acquire(cfg.store_path_root_dir)
@@ -94,8 +103,10 @@ class MessageStore:
             self._lock_file.release()
             raise
         store_files.create_abort_file(cfg.abort_path)
+        self.retention.run_once()  # decides at once whether the disk allows writes
         self.flusher.start()
         self.dispatcher.start()
+        self.retention.start()
         self.running = True
         return self
 
@@ -151,6 +162,7 @@ class MessageStore:
         if not self.running:
             return
         self.running = False
+        self.retention.shutdown()
         self.flusher.shutdown()
         self.dispatcher.shutdown()
         self.dispatcher.dispatch_available(self.commitlog.max_offset)

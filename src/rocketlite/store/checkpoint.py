@@ -1,7 +1,12 @@
 """StoreCheckpoint: the ``checkpoint`` file (layout in ``rocketlite.formats.checkpoint_layout``).
 
-Recovery after a crash starts from the smallest of its timestamps: everything the CommitLog,
-ConsumeQueues and index held before that time was already durable.
+A 4 KiB file, memory-mapped, of which the first 40 bytes hold five big-endian longs. Recovery after
+a crash starts from the CommitLog file whose first record is no later than ``min_timestamp``:
+everything the CommitLog, ConsumeQueues and index held before that time was already durable
+(``StoreCheckpoint.java``: ``getMinTimestamp`` / ``getMinTimestampIndex``).
+
+A file shorter than 4096 bytes (a torn create, a truncation) is extended with a logged warning;
+the fields it held in full are kept and the others read as 0.
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 import logging
 import mmap
 import os
+import threading
 from pathlib import Path
 
 from rocketlite.common.errors import FlushError
@@ -16,39 +22,93 @@ from rocketlite.formats.checkpoint_layout import CHECKPOINT, CHECKPOINT_FILE_SIZ
 
 log = logging.getLogger(__name__)
 
-RECOVERY_SLACK_MS = 3000  # RocketMQ subtracts 3 s from the minimum timestamp
+RECOVERY_SLACK_MS = 3000
+"""RocketMQ moves the recovery point 3 s earlier than the smaller of the CommitLog and
+ConsumeQueue timestamps (store timestamps have millisecond granularity and cross threads)."""
+
+_FIELDS = ("physic_msg_timestamp", "logics_msg_timestamp", "index_msg_timestamp",
+           "master_flushed_offset", "confirm_phy_offset")
+_LONG = 8
+_fdatasync = getattr(os, "fdatasync", os.fsync)
 
 
 class StoreCheckpoint:
+    """The checkpoint file. Set the attributes, then ``flush()`` to make them durable."""
+
+    physic_msg_timestamp: int
+    logics_msg_timestamp: int
+    index_msg_timestamp: int
+    master_flushed_offset: int
+    confirm_phy_offset: int
+
     def __init__(self, path: Path) -> None:
-        self.path = path
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        size = os.fstat(self._fd).st_size
-        if 0 < size < CHECKPOINT_FILE_SIZE:
-            log.warning("checkpoint %s is %d bytes, extending to %d", path, size,
-                        CHECKPOINT_FILE_SIZE)
-        if size < CHECKPOINT_FILE_SIZE:
-            os.ftruncate(self._fd, CHECKPOINT_FILE_SIZE)
-        self._mm = mmap.mmap(self._fd, CHECKPOINT_FILE_SIZE)
-        (self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp,
-         self.master_flushed_offset, self.confirm_phy_offset) = CHECKPOINT.unpack_from(self._mm, 0)
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._closed = False
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            head = os.pread(fd, CHECKPOINT.size, 0)
+            repaired = 0 < size < CHECKPOINT_FILE_SIZE
+            if repaired:
+                log.warning("checkpoint %s is %d bytes, not %d: extending it; fields past byte %d "
+                            "read as 0", self.path, size, CHECKPOINT_FILE_SIZE,
+                            len(head) - len(head) % _LONG)
+            if size < CHECKPOINT_FILE_SIZE:
+                os.ftruncate(fd, CHECKPOINT_FILE_SIZE)
+            self._mm = mmap.mmap(fd, CHECKPOINT_FILE_SIZE)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        whole = len(head) - len(head) % _LONG  # a field cut short by the truncation reads as 0
+        values = CHECKPOINT.unpack(head[:whole].ljust(CHECKPOINT.size, b"\0"))
+        for name, value in zip(_FIELDS, values, strict=True):
+            setattr(self, name, int(value))
+        if repaired:
+            self.flush()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def min_timestamp(self, index_enabled: bool) -> int:
-        ts = min(self.physic_msg_timestamp, self.logics_msg_timestamp)
+        """Where recovery may start: ``min(physic, logics) - 3000`` (floor 0), then, with the
+        index enabled, no later than ``index_msg_timestamp`` (which RocketMQ does not move back)."""
+        ts = max(0, min(self.physic_msg_timestamp, self.logics_msg_timestamp) - RECOVERY_SLACK_MS)
         if index_enabled:
-            ts = min(ts, self.index_msg_timestamp)
-        return max(0, int(ts) - RECOVERY_SLACK_MS)
+            ts = max(0, min(ts, self.index_msg_timestamp))
+        return ts
 
     def flush(self) -> None:
-        CHECKPOINT.pack_into(self._mm, 0, self.physic_msg_timestamp, self.logics_msg_timestamp,
-                             self.index_msg_timestamp, self.master_flushed_offset,
-                             self.confirm_phy_offset)
-        try:
-            os.fdatasync(self._fd)
-        except OSError as e:
-            raise FlushError(f"fdatasync of {self.path} failed: {e}") from e
+        """Write the five fields into the mapping and fdatasync the file."""
+        with self._lock:
+            if self._closed:
+                raise ValueError(f"checkpoint {self.path} is closed")
+            CHECKPOINT.pack_into(self._mm, 0, *(getattr(self, name) for name in _FIELDS))
+            try:
+                _fdatasync(self._fd)
+            except OSError as e:
+                raise FlushError(f"fdatasync of {self.path} failed: {e}") from e
 
     def close(self) -> None:
-        self.flush()
-        self._mm.close()
-        os.close(self._fd)
+        """Flush, unmap and close. A second call does nothing."""
+        if self._closed:
+            return
+        try:
+            self.flush()
+        finally:
+            with self._lock:
+                self._closed = True
+                self._mm.close()
+                os.close(self._fd)
+
+    def __enter__(self) -> StoreCheckpoint:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)}" for name in _FIELDS)
+        return f"StoreCheckpoint({str(self.path)!r}, {fields})"

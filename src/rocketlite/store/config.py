@@ -1,124 +1,148 @@
 """StoreConfig: the storage engine's settings, under Apache RocketMQ's key names.
 
-==================================  ===================================  =================  ======
-RocketMQ key                        field                                default            unit
-==================================  ===================================  =================  ======
-storePathRootDir                    store_path_root_dir                  ~/store            path
-mappedFileSizeCommitLog             mapped_file_size_commit_log          1073741824         bytes
-mappedFileSizeConsumeQueue          mapped_file_size_consume_queue       6000000            bytes
-flushDiskType                       flush_disk_type                      ASYNC_FLUSH
-flushIntervalCommitLog              flush_interval_commit_log            500                ms
-commitIntervalCommitLog             commit_interval_commit_log           200                ms
-flushIntervalConsumeQueue           flush_interval_consume_queue         1000               ms
-syncFlushTimeout                    sync_flush_timeout                   5000               ms
-transientStorePoolEnable            transient_store_pool_enable          false
-warmMapedFileEnable                 warm_mapped_file_enable              true
-fileReservedTime                    file_reserved_time                   72                 hours
-deleteWhen                          delete_when                          04                 hours
-diskMaxUsedSpaceRatio               disk_max_used_space_ratio            75                 %
-diskSpaceCleanForciblyRatio         disk_space_clean_forcibly_ratio      85                 %
-diskSpaceWarningLevelRatio          disk_space_warning_level_ratio       90                 %
-cleanResourceInterval               clean_resource_interval              10000              ms
-destroyMapedFileIntervalForcibly    destroy_mapped_file_interval_forcibly 120000            ms
-deleteFileBatchMax                  delete_file_batch_max                10                 files
-messageIndexEnable                  message_index_enable                 true
-maxHashSlotNum                      max_hash_slot_num                    5000000
-maxIndexNum                         max_index_num                        20000000
-maxMessageSize                      max_message_size                     4194304            bytes
-brokerIP1                           broker_ip1                           127.0.0.1
-listenPort                          listen_port                          10911
-==================================  ===================================  =================  ======
+================================  =====================================  ====================  =======
+RocketMQ key                      field                                  default               unit
+================================  =====================================  ====================  =======
+storePathRootDir                  store_path_root_dir                    ~/store               path
+mappedFileSizeCommitLog           mapped_file_size_commit_log            1073741824 (1 GiB)    bytes
+mappedFileSizeConsumeQueue        mapped_file_size_consume_queue         6000000 (300000×20)   bytes
+flushDiskType                     flush_disk_type                        ASYNC_FLUSH
+flushIntervalCommitLog            flush_interval_commit_log              500                   ms
+commitIntervalCommitLog           commit_interval_commit_log             200                   ms
+flushIntervalConsumeQueue         flush_interval_consume_queue           1000                  ms
+syncFlushTimeout                  sync_flush_timeout                     5000                  ms
+transientStorePoolEnable          transient_store_pool_enable            false
+warmMapedFileEnable               warm_mapped_file_enable                true
+fileReservedTime                  file_reserved_time                     72                    hours
+deleteWhen                        delete_when                            04                    hours
+diskMaxUsedSpaceRatio             disk_max_used_space_ratio              75                    %
+diskSpaceCleanForciblyRatio       disk_space_clean_forcibly_ratio        85                    %
+diskSpaceWarningLevelRatio        disk_space_warning_level_ratio         90                    %
+cleanResourceInterval             clean_resource_interval                10000                 ms
+destroyMapedFileIntervalForcibly  destroy_mapped_file_interval_forcibly  120000                ms
+deleteFileBatchMax                delete_file_batch_max                  10                    files
+messageIndexEnable                message_index_enable                   true
+maxHashSlotNum                    max_hash_slot_num                      5000000               slots
+maxIndexNum                       max_index_num                          20000000              entries
+maxMessageSize                    max_message_size                       4194304 (4 MiB)       bytes
+brokerIP1                         broker_ip1                             127.0.0.1
+listenPort                        listen_port                            10911
+================================  =====================================  ====================  =======
 
-``load_properties`` reads a Java ``.properties`` file such as RocketMQ's ``broker.conf``; keys this
-table does not know are ignored, so a full broker.conf works.
+``warmMapedFileEnable`` and ``destroyMapedFileIntervalForcibly`` keep RocketMQ's spelling.
+``deleteWhen`` is one or more two-digit hours separated by ``;`` (``"04"``, ``"04;16"``).
+
+``load_properties`` reads Java ``.properties`` text such as RocketMQ's ``broker.conf``;
+``StoreConfig.from_properties`` reads only the keys above and ignores the rest, so a full broker.conf
+works.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
-from collections.abc import Mapping
+import typing
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from rocketlite.common.errors import ConfigError
 
-_CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
-_DELETE_WHEN = re.compile(r"^\d{2}(;\d{2})*$")
+_INT = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_HOUR = re.compile(r"[0-9]{2}", re.ASCII)
+_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
+_RANGES: dict[str, tuple[int, int]] = {  # field: (lowest, highest) allowed
+    "mapped_file_size_commit_log": (4096, _LONG_MAX),
+    "mapped_file_size_consume_queue": (20, _LONG_MAX),
+    "disk_max_used_space_ratio": (10, 95),
+    "disk_space_clean_forcibly_ratio": (10, 95),
+    "disk_space_warning_level_ratio": (10, 95),
+    "flush_interval_commit_log": (1, _LONG_MAX),
+    "commit_interval_commit_log": (1, _LONG_MAX),
+    "flush_interval_consume_queue": (1, _LONG_MAX),
+    "sync_flush_timeout": (1, _LONG_MAX),
+    "file_reserved_time": (0, _LONG_MAX),
+    "clean_resource_interval": (1, _LONG_MAX),
+    "destroy_mapped_file_interval_forcibly": (0, _LONG_MAX),
+    "delete_file_batch_max": (1, _LONG_MAX),
+    "max_hash_slot_num": (1, _LONG_MAX),
+    "max_index_num": (1, _LONG_MAX),
+    "max_message_size": (1, _LONG_MAX),
+    "listen_port": (0, 65535),
+}
 
 
 def _key(name: str) -> dict[str, str]:
     return {"key": name}
 
 
+def _default_root() -> Path:
+    return Path.home() / "store"
+
+
 @dataclass(slots=True, frozen=True)
 class StoreConfig:
-    store_path_root_dir: Path = field(default=Path.home() / "store",
-                                      metadata=_key("storePathRootDir"))
-    mapped_file_size_commit_log: int = field(default=1 << 30,
+    """The store's settings; each field's RocketMQ key is in ``field.metadata["key"]``."""
+
+    store_path_root_dir: Path = field(default_factory=_default_root, metadata=_key("storePathRootDir"))
+    mapped_file_size_commit_log: int = field(default=1024 * 1024 * 1024,
                                              metadata=_key("mappedFileSizeCommitLog"))
     mapped_file_size_consume_queue: int = field(default=300_000 * 20,
                                                 metadata=_key("mappedFileSizeConsumeQueue"))
     flush_disk_type: str = field(default="ASYNC_FLUSH", metadata=_key("flushDiskType"))
     flush_interval_commit_log: int = field(default=500, metadata=_key("flushIntervalCommitLog"))
     commit_interval_commit_log: int = field(default=200, metadata=_key("commitIntervalCommitLog"))
-    flush_interval_consume_queue: int = field(default=1000,
-                                              metadata=_key("flushIntervalConsumeQueue"))
+    flush_interval_consume_queue: int = field(default=1000, metadata=_key("flushIntervalConsumeQueue"))
     sync_flush_timeout: int = field(default=5000, metadata=_key("syncFlushTimeout"))
-    transient_store_pool_enable: bool = field(default=False,
-                                              metadata=_key("transientStorePoolEnable"))
+    transient_store_pool_enable: bool = field(default=False, metadata=_key("transientStorePoolEnable"))
     warm_mapped_file_enable: bool = field(default=True, metadata=_key("warmMapedFileEnable"))
     file_reserved_time: int = field(default=72, metadata=_key("fileReservedTime"))
     delete_when: str = field(default="04", metadata=_key("deleteWhen"))
     disk_max_used_space_ratio: int = field(default=75, metadata=_key("diskMaxUsedSpaceRatio"))
-    disk_space_clean_forcibly_ratio: int = field(default=85,
-                                                 metadata=_key("diskSpaceCleanForciblyRatio"))
-    disk_space_warning_level_ratio: int = field(default=90,
-                                                metadata=_key("diskSpaceWarningLevelRatio"))
+    disk_space_clean_forcibly_ratio: int = field(default=85, metadata=_key("diskSpaceCleanForciblyRatio"))
+    disk_space_warning_level_ratio: int = field(default=90, metadata=_key("diskSpaceWarningLevelRatio"))
     clean_resource_interval: int = field(default=10_000, metadata=_key("cleanResourceInterval"))
-    destroy_mapped_file_interval_forcibly: int = field(
-        default=120_000, metadata=_key("destroyMapedFileIntervalForcibly"))
+    destroy_mapped_file_interval_forcibly: int = field(default=120_000,
+                                                       metadata=_key("destroyMapedFileIntervalForcibly"))
     delete_file_batch_max: int = field(default=10, metadata=_key("deleteFileBatchMax"))
     message_index_enable: bool = field(default=True, metadata=_key("messageIndexEnable"))
     max_hash_slot_num: int = field(default=5_000_000, metadata=_key("maxHashSlotNum"))
     max_index_num: int = field(default=20_000_000, metadata=_key("maxIndexNum"))
-    max_message_size: int = field(default=4 << 20, metadata=_key("maxMessageSize"))
+    max_message_size: int = field(default=1024 * 1024 * 4, metadata=_key("maxMessageSize"))
     broker_ip1: str = field(default="127.0.0.1", metadata=_key("brokerIP1"))
     listen_port: int = field(default=10911, metadata=_key("listenPort"))
 
     def __post_init__(self) -> None:
+        root: object = self.store_path_root_dir
+        if isinstance(root, str | os.PathLike) and not isinstance(root, Path):
+            object.__setattr__(self, "store_path_root_dir", Path(root))
         self.validate()
 
     def validate(self) -> None:
+        """Raise ``ConfigError`` naming the RocketMQ key of the first unusable value."""
+        for f in fields(self):
+            key, value, typ = f.metadata["key"], getattr(self, f.name), _FIELD_TYPES[f.name]
+            if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
+                raise ConfigError(f"{key}={value!r}: expected {typ.__name__}")
+        for name, (low, high) in _RANGES.items():
+            number: int = getattr(self, name)
+            if not low <= number <= high:
+                bound = f"within {low}..{high}" if high < _LONG_MAX else f"at least {low}"
+                raise ConfigError(f"{_FIELD_KEYS[name]}={number}: must be {bound}")
         if self.flush_disk_type not in ("SYNC_FLUSH", "ASYNC_FLUSH"):
-            raise ConfigError(
-                f"flushDiskType={self.flush_disk_type!r}: must be SYNC_FLUSH or ASYNC_FLUSH"
-            )
-        if self.mapped_file_size_commit_log < 4096:
-            raise ConfigError(
-                f"mappedFileSizeCommitLog={self.mapped_file_size_commit_log}: at least 4096"
-            )
+            raise ConfigError(f"flushDiskType={self.flush_disk_type!r}: must be SYNC_FLUSH or ASYNC_FLUSH")
         cq = self.mapped_file_size_consume_queue
-        if cq < 20 or cq % 20:
-            raise ConfigError(f"mappedFileSizeConsumeQueue={cq}: a positive multiple of 20")
-        for key, ratio in (("diskMaxUsedSpaceRatio", self.disk_max_used_space_ratio),
-                           ("diskSpaceCleanForciblyRatio", self.disk_space_clean_forcibly_ratio),
-                           ("diskSpaceWarningLevelRatio", self.disk_space_warning_level_ratio)):
-            if not 10 <= ratio <= 95:
-                raise ConfigError(f"{key}={ratio}: must be within 10..95")
-        if not _DELETE_WHEN.match(self.delete_when):
-            raise ConfigError(f"deleteWhen={self.delete_when!r}: hours like '04' or '04;16'")
-        for key, value in (("maxHashSlotNum", self.max_hash_slot_num),
-                           ("maxIndexNum", self.max_index_num),
-                           ("maxMessageSize", self.max_message_size),
-                           ("syncFlushTimeout", self.sync_flush_timeout),
-                           ("flushIntervalCommitLog", self.flush_interval_commit_log),
-                           ("deleteFileBatchMax", self.delete_file_batch_max)):
-            if value <= 0:
-                raise ConfigError(f"{key}={value}: must be positive")
+        if cq % 20:
+            raise ConfigError(f"mappedFileSizeConsumeQueue={cq}: must be a multiple of 20 (one unit)")
+        if not all(_HOUR.fullmatch(h) and int(h) < 24 for h in self.delete_when.split(";")):
+            raise ConfigError(f"deleteWhen={self.delete_when!r}: must be two-digit hours 00..23 "
+                              "separated by ';', like '04' or '04;16'")
+        if not self.broker_ip1.strip():
+            raise ConfigError("brokerIP1='': must not be empty")
 
-    # -- derived paths -----------------------------------------------------------------------
+    # -- derived -----------------------------------------------------------------------------
 
     @property
     def sync_flush(self) -> bool:
@@ -156,83 +180,145 @@ class StoreConfig:
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> StoreConfig:
+        """Build from RocketMQ keys; unknown keys are ignored, values are stripped and typed."""
         values: dict[str, Any] = {}
         for f in fields(cls):
             key = f.metadata["key"]
-            if key not in props:
-                continue
-            raw = props[key].strip()
-            values[f.name] = _parse(key, raw, f.type)
+            if key in props:
+                values[f.name] = _parse(key, props[key].strip(), _FIELD_TYPES[f.name])
         return cls(**values)
 
     @classmethod
-    def from_file(cls, path: Path) -> StoreConfig:
+    def from_file(cls, path: str | os.PathLike[str]) -> StoreConfig:
         try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as e:
-            raise ConfigError(f"cannot read {path}: {e}") from e
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"cannot read config file {path}: {e}") from e
         return cls.from_properties(load_properties(text))
 
     def to_properties(self) -> dict[str, str]:
+        """RocketMQ key -> value string; ``from_properties`` of it gives an equal config."""
         out: dict[str, str] = {}
         for f in fields(self):
             v = getattr(self, f.name)
-            out[f.metadata["key"]] = str(v).lower() if isinstance(v, bool) else str(v)
+            out[f.metadata["key"]] = ("true" if v else "false") if isinstance(v, bool) else str(v)
         return out
 
     def replace(self, **changes: Any) -> StoreConfig:
         return dataclasses.replace(self, **changes)
 
 
-def _parse(key: str, raw: str, typ: object) -> object:
-    t = typ if isinstance(typ, str) else getattr(typ, "__name__", str(typ))
-    try:
-        if t == "int":
-            return int(raw)
-        if t == "bool":
-            low = raw.lower()
-            if low not in ("true", "false"):
-                raise ValueError(raw)
-            return low == "true"
-        if t == "Path":
-            return Path(raw).expanduser()
-        return raw
-    except ValueError as e:
-        raise ConfigError(f"{key}={raw!r}: expected {t}") from e
+_FIELD_TYPES: dict[str, type] = {
+    name: typ for name, typ in typing.get_type_hints(StoreConfig).items() if isinstance(typ, type)
+}
+_FIELD_KEYS: dict[str, str] = {f.name: f.metadata["key"] for f in fields(StoreConfig)}
+KEY_TO_FIELD: dict[str, str] = {key: name for name, key in _FIELD_KEYS.items()}
+"""RocketMQ key -> StoreConfig field name."""
 
 
+def _parse(key: str, raw: str, typ: type) -> object:
+    if typ is bool:
+        low = raw.lower()
+        if low not in ("true", "false"):
+            raise ConfigError(f"{key}={raw!r}: expected true or false")
+        return low == "true"
+    if typ is int:
+        if not _INT.fullmatch(raw):
+            raise ConfigError(f"{key}={raw!r}: expected an integer")
+        value = int(raw)
+        if not _LONG_MIN <= value <= _LONG_MAX:
+            raise ConfigError(f"{key}={raw!r}: out of range of a 64-bit integer")
+        return value
+    if typ is Path:
+        if not raw:
+            raise ConfigError(f"{key}='': expected a path")
+        return Path(raw).expanduser()
+    return raw
+
+
+# -- Java .properties --------------------------------------------------------------------------
+
+_WS = " \t\f"
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def _logical_lines(text: str) -> Iterator[str]:
+    """Join continued lines (odd number of trailing backslashes); drop comments and blanks."""
+    pending: list[str] | None = None
+    for raw in _LINE_BREAK.split(text):
+        line = raw.lstrip(_WS)
+        if pending is None and (not line or line[0] in "#!"):
+            continue
+        parts = pending if pending is not None else []
+        if (len(line) - len(line.rstrip("\\"))) % 2:
+            parts.append(line[:-1])
+            pending = parts
+            continue
+        parts.append(line)
+        pending = None
+        yield "".join(parts)
+    if pending is not None:  # a continuation at the end of the text
+        yield "".join(pending)
 
 
 def _unescape(s: str) -> str:
     out: list[str] = []
-    it = iter(s)
-    for c in it:
-        if c == "\\":
-            nxt = next(it, "")
-            out.append(_ESCAPES.get(nxt, nxt))
-        else:
+    i, n = 0, len(s)
+    while i < n:
+        c = s[i]
+        i += 1
+        if c != "\\" or i == n:
             out.append(c)
+            continue
+        c = s[i]
+        i += 1
+        if c == "u":
+            digits = s[i : i + 4]
+            if len(digits) != 4 or not all(d in "0123456789abcdefABCDEF" for d in digits):
+                raise ConfigError(f"malformed \\uxxxx escape in {s!r}")
+            out.append(chr(int(digits, 16)))
+            i += 4
+        else:
+            out.append(_ESCAPES.get(c, c))
     return "".join(out)
 
 
+def _split_entry(line: str) -> tuple[str, str]:
+    """Split a logical line into key and value as ``java.util.Properties.load`` does."""
+    n = len(line)
+    key_len, value_start, has_sep, backslash = 0, n, False, False
+    while key_len < n:
+        c = line[key_len]
+        if not backslash and c in "=:":
+            value_start, has_sep = key_len + 1, True
+            break
+        if not backslash and c in _WS:
+            value_start = key_len + 1
+            break
+        backslash = (not backslash) if c == "\\" else False
+        key_len += 1
+    while value_start < n:
+        c = line[value_start]
+        if c not in _WS:
+            if has_sep or c not in "=:":
+                break
+            has_sep = True
+        value_start += 1
+    return _unescape(line[:key_len]), _unescape(line[value_start:])
+
+
 def load_properties(text: str) -> dict[str, str]:
-    """Parse Java ``.properties`` text: ``k=v``, ``k: v``, ``k v``, comments, continuations."""
+    """Parse Java ``.properties`` text.
+
+    Separators ``key=value``, ``key: value`` and ``key value``; ``#``/``!`` comment lines; blank
+    lines; a trailing backslash continues the entry on the next line (whose leading whitespace is
+    dropped); escapes ``\\t \\n \\r \\f \\uXXXX`` and ``\\`` before any other character. As in Java,
+    trailing whitespace of a value is kept (``StoreConfig.from_properties`` strips it); a later
+    duplicate key wins.
+    """
     props: dict[str, str] = {}
-    logical: list[str] = []
-    for raw in text.splitlines():
-        line = raw.lstrip()
-        if not logical and (not line or line[0] in "#!"):
-            continue
-        trailing = len(line) - len(line.rstrip("\\"))
-        if trailing % 2 == 1:
-            logical.append(line[:-1])
-            continue
-        logical.append(line)
-        entry = "".join(logical)
-        logical = []
-        m = re.match(r"((?:\\.|[^=:\s\\])*)\s*[=:\s]?\s*(.*)$", entry)
-        if m is None or not m.group(1):
-            continue
-        props[_unescape(m.group(1))] = _unescape(m.group(2).rstrip())
+    for line in _logical_lines(text):
+        key, value = _split_entry(line)
+        props[key] = value
     return props

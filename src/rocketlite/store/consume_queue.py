@@ -25,7 +25,7 @@ class ConsumeQueue:
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = file_size - file_size % CQ_UNIT_SIZE
-        self.files = MappedFileQueue(directory, self.file_size)
+        self.files = MappedFileQueue(directory, self.file_size, hold_fd=False)
         self.min_logic_offset = 0  # bytes; units below it were deleted with their CommitLog files
         self.max_physic_end = 0  # commit_log_offset + size of the highest unit written
 

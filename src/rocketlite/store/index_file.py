@@ -1,87 +1,147 @@
-"""IndexFile: one hash index file of ``topic#key`` -> CommitLog offsets (seed S6).
+"""IndexFile: one memory-mapped hash index of ``topic#key`` -> CommitLog offsets (RocketMQ's
+``store/index/IndexFile.java`` and ``IndexHeader.java``).
 
-Layout is owned by ``rocketlite.formats.index_layout``. A slot holds the number of the newest entry
-whose key hashes there; each entry links to the previous one, so a lookup walks newest to oldest.
-Only hashes are stored: the caller must verify each offset's message really carries the key.
+The byte layout is owned by ``rocketlite.formats.index_layout``: a 40-byte header, ``hash_slot_num``
+slots and ``index_num`` entries of 20 bytes. A slot holds the number of the newest entry whose key
+hashes to it; every entry links to the previous entry of its slot, so a lookup walks newest to
+oldest. Entry 0 is never used (``indexCount`` starts at 1), which lets 0 mean "empty" in a slot and
+"end of chain" in ``prevIndex``.
+
+What this module owns: creating a file (sparse, full size), reopening and validating one, adding
+entries (``put``), walking chains (``select``), flushing and closing. It does not own the
+directory, rolling, naming or locking: ``IndexService`` does, and it serialises every call into an
+IndexFile except ``flush``, which may run beside ``put`` (``put`` only writes the mapping).
+
+Only key *hashes* are stored. ``select`` therefore returns every offset whose entry's hash equals
+the key's hash: offsets of other keys that collide are included, and **the caller must read each
+message and check that it really carries the key**.
+
+Times are stored as whole seconds since the file's ``beginTimestamp`` (truncated), so an entry is
+matched against a time range by ``beginTimestamp + timeDiff * 1000``, up to 999 ms earlier than
+its real store time, exactly as RocketMQ does.
 """
 
 from __future__ import annotations
 
-import logging
+import contextlib
 import mmap
 import os
+import threading
 from pathlib import Path
 
-from rocketlite.common.errors import StoreError
+from rocketlite.common.errors import FlushError, StoreError
 from rocketlite.formats.index_layout import (
     INDEX_ENTRY,
+    INDEX_ENTRY_SIZE,
     INDEX_HEADER,
-    INDEX_HEADER_SIZE,
     INDEX_SLOT,
-    INDEX_SLOT_SIZE,
+    entry_position,
     index_file_size,
+    slot_position,
 )
 from rocketlite.formats.javahash import index_key_hash
 
-log = logging.getLogger(__name__)
+_MAX_TIME_DIFF = 0x7FFFFFFF
 
 
 class IndexFile:
-    def __init__(self, path: Path, hash_slot_num: int, index_num: int) -> None:
+    """One index file. Not thread-safe for ``put``/``select``; ``flush`` and ``close`` are."""
+
+    __slots__ = ("_closed", "_entries_at", "_fd", "_lock", "begin_phy_offset", "begin_timestamp",
+                 "end_phy_offset", "end_timestamp", "hash_slot_count", "hash_slot_num",
+                 "index_count", "index_num", "mm", "path", "size")
+
+    def __init__(self, path: Path, hash_slot_num: int, index_num: int, *, create: bool = False) -> None:
+        """Create a new, empty file at ``path`` (``create=True``; it must not exist) or open an
+        existing one. Raises StoreError if an existing file has the wrong size or a bad header."""
+        if hash_slot_num <= 0 or index_num < 2:
+            raise ValueError(f"bad index geometry: {hash_slot_num} slots, {index_num} entries")
         self.path = path
         self.hash_slot_num = hash_slot_num
         self.index_num = index_num
         self.size = index_file_size(hash_slot_num, index_num)
-        self._entries_at = INDEX_HEADER_SIZE + hash_slot_num * INDEX_SLOT_SIZE
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._entries_at = entry_position(0, hash_slot_num)
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+        self._fd = os.open(path, flags, 0o644)
         try:
-            actual = os.fstat(fd).st_size
-            if actual == 0:
-                os.ftruncate(fd, self.size)
-            elif actual != self.size:
-                raise StoreError(
-                    f"index file {path} is {actual} bytes, expected {self.size} for "
-                    f"{hash_slot_num} slots and {index_num} entries"
-                )
-            self.mm = mmap.mmap(fd, self.size)
-        finally:
-            os.close(fd)
+            if create:
+                os.ftruncate(self._fd, self.size)  # sparse: blocks are allocated as pages are written
+            else:
+                actual = os.fstat(self._fd).st_size
+                if actual != self.size:
+                    raise StoreError(
+                        f"index file {path} is {actual} bytes, expected {self.size} "
+                        f"({hash_slot_num} slots, {index_num} entries): truncated or foreign"
+                    )
+            self.mm = mmap.mmap(self._fd, self.size)
+        except BaseException:
+            os.close(self._fd)
+            raise
+        self._lock = threading.Lock()
+        self._closed = False
+        header: tuple[int, int, int, int, int, int] = INDEX_HEADER.unpack_from(self.mm, 0)
         (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
-         self.hash_slot_count, self.index_count) = INDEX_HEADER.unpack_from(self.mm, 0)
-        if self.index_count <= 0:
-            self.index_count = 1  # entry 0 is never used: a slot value of 0 means empty
-        if self.index_count > index_num:
-            raise StoreError(f"index file {path}: indexCount {self.index_count} > {index_num}")
+         self.hash_slot_count, self.index_count) = header
+        try:
+            self._check_header()
+        except StoreError:
+            self.close(flush=False)
+            raise
 
-    def is_full(self) -> bool:
-        return bool(self.index_count >= self.index_num)
+    def _check_header(self) -> None:
+        if self.index_count == 0 and self.hash_slot_count == 0:
+            self.index_count = 1  # never written (new, or crashed before its first put)
+        if not 1 <= self.index_count <= self.index_num:
+            raise StoreError(f"index file {self.path}: indexCount {self.index_count} "
+                             f"is outside [1, {self.index_num}]")
+        if not 0 <= self.hash_slot_count <= min(self.hash_slot_num, self.index_count - 1):
+            raise StoreError(f"index file {self.path}: hashSlotCount {self.hash_slot_count} "
+                             f"is impossible with indexCount {self.index_count}")
+        if self.index_count > 1 and not 0 <= self.begin_phy_offset <= self.end_phy_offset:
+            raise StoreError(f"index file {self.path}: phy offsets [{self.begin_phy_offset}, "
+                             f"{self.end_phy_offset}] are not ordered")
+
+    # -- state -------------------------------------------------------------------------------
 
     @property
     def entries(self) -> int:
-        return int(self.index_count) - 1
+        """Entries written (``indexCount - 1``)."""
+        return self.index_count - 1
 
-    def put(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
-        """Add an entry; False when the file is full."""
-        if self.index_count >= self.index_num:
+    def is_full(self) -> bool:
+        return self.index_count >= self.index_num
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def put(self, key: str, phy_offset: int, store_timestamp_ms: int) -> bool:
+        """Index ``key`` -> ``phy_offset``; False (nothing written) when the file is full."""
+        n = self.index_count
+        if n >= self.index_num:
             return False
         key_hash = index_key_hash(key)
-        slot_at = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * INDEX_SLOT_SIZE
+        slot_at = slot_position(key_hash, self.hash_slot_num)
         mm = self.mm
-        (prev,) = INDEX_SLOT.unpack_from(mm, slot_at)
-        if prev < 0 or prev >= self.index_count:
-            prev = 0
-        if self.index_count == 1:
-            self.begin_timestamp = store_timestamp
+        prev: int = INDEX_SLOT.unpack_from(mm, slot_at)[0]
+        if prev < 0 or prev >= n:
+            prev = 0  # a garbage slot (torn write): start a fresh chain
+        if n == 1:
+            self.begin_timestamp = store_timestamp_ms
             self.begin_phy_offset = phy_offset
         if prev == 0:
             self.hash_slot_count += 1
-        diff = max(0, (store_timestamp - self.begin_timestamp) // 1000)
-        diff = min(diff, 0x7FFFFFFF)
-        n = self.index_count
-        INDEX_ENTRY.pack_into(mm, self._entries_at + n * 20, key_hash, phy_offset, diff, prev)
+        if self.begin_timestamp <= 0:
+            diff = 0
+        else:
+            diff = min(max((store_timestamp_ms - self.begin_timestamp) // 1000, 0), _MAX_TIME_DIFF)
+        INDEX_ENTRY.pack_into(mm, self._entries_at + n * INDEX_ENTRY_SIZE, key_hash, phy_offset,
+                              diff, prev)
         INDEX_SLOT.pack_into(mm, slot_at, n)
         self.index_count = n + 1
-        self.end_timestamp = store_timestamp
+        self.end_timestamp = store_timestamp_ms
         self.end_phy_offset = phy_offset
         self._write_header()
         return True
@@ -91,33 +151,71 @@ class IndexFile:
                                self.begin_phy_offset, self.end_phy_offset,
                                self.hash_slot_count, self.index_count)
 
+    # -- reading -----------------------------------------------------------------------------
+
+    def time_overlaps(self, begin_ms: int, end_ms: int) -> bool:
+        """True if the file has entries and [begin, end] timestamps overlap [begin_ms, end_ms]."""
+        return (self.index_count > 1 and self.begin_timestamp <= end_ms
+                and self.end_timestamp >= begin_ms)
+
     def select(self, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
-        """Offsets of entries whose hash matches ``key`` in the time range, newest first."""
-        key_hash = index_key_hash(key)
-        slot_at = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * INDEX_SLOT_SIZE
-        (n,) = INDEX_SLOT.unpack_from(self.mm, slot_at)
+        """CommitLog offsets of entries whose hash equals ``key``'s and whose time lies in
+        [begin_ms, end_ms], newest first, at most ``max_num``. Hash collisions are included: the
+        caller verifies each message's keys."""
         out: list[int] = []
-        steps = 0
+        if max_num <= 0:
+            return out
+        key_hash = index_key_hash(key)
+        mm = self.mm
+        n: int = INDEX_SLOT.unpack_from(mm, slot_position(key_hash, self.hash_slot_num))[0]
         limit = self.index_count
-        while 0 < n < limit and len(out) < max_num and steps < limit:
-            h, phy, diff, prev = INDEX_ENTRY.unpack_from(self.mm, self._entries_at + n * 20)
-            ts = self.begin_timestamp + diff * 1000
-            if h == key_hash and begin_ms <= ts <= end_ms:
+        begin_ts = self.begin_timestamp
+        entries_at = self._entries_at
+        unpack = INDEX_ENTRY.unpack_from
+        # The whole chain is walked: entry times are only nearly monotone (clock steps), so an
+        # early stop on time could miss entries. Chains are short (entries / slots on average);
+        # prev < n makes every walk finish within indexCount steps even on a corrupt file.
+        while 0 < n < limit:
+            h, phy, diff, prev = unpack(mm, entries_at + n * INDEX_ENTRY_SIZE)
+            if h == key_hash and begin_ms <= begin_ts + diff * 1000 <= end_ms:
                 out.append(phy)
+                if len(out) >= max_num:
+                    break
             if prev >= n:
-                break  # chains only go back in time; anything else is corruption
+                break  # chains only point backwards; anything else is corruption
             n = prev
-            steps += 1
         return out
 
-    def flush(self) -> None:
-        self.mm.flush()
+    # -- lifecycle ---------------------------------------------------------------------------
 
-    def close(self) -> None:
-        if not self.mm.closed:
-            self._write_header()
-            self.mm.close()
+    def flush(self) -> None:
+        """Make everything put so far durable (``fdatasync``); raises FlushError."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                os.fdatasync(self._fd)
+            except OSError as e:
+                raise FlushError(f"fdatasync of index file {self.path} failed: {e}") from e
+
+    def close(self, *, flush: bool = True) -> None:
+        """Optionally flush, then unmap (the header is already in the mapping). Idempotent."""
+        if flush:
+            self.flush()
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            with contextlib.suppress(BufferError):
+                self.mm.close()
+            os.close(self._fd)
 
     def destroy(self) -> None:
-        self.close()
+        """Close without flushing and delete the file."""
+        self.close(flush=False)
         self.path.unlink(missing_ok=True)
+
+    def __repr__(self) -> str:
+        return (f"IndexFile({self.path.name}, entries={self.entries}, "
+                f"phy=[{self.begin_phy_offset}, {self.end_phy_offset}], "
+                f"ts=[{self.begin_timestamp}, {self.end_timestamp}])")

@@ -1,5 +1,22 @@
-"""IndexService: the ``index/`` directory of IndexFiles, named by creation time
-``yyyyMMddHHmmssSSS``; builds entries for ``topic#key`` and answers key queries (seed S6)."""
+"""IndexService: the ``index/`` directory of IndexFiles (RocketMQ's ``store/index/IndexService.java``).
+
+What it owns: the list of IndexFiles, oldest first, named by creation time ``yyyyMMddHHmmssSSS``
+(local time, like Java); rolling to a new file when the newest is full; building entries for
+``topic#key`` of each KEYS entry and of UNIQ_KEY; answering key queries across files; the
+recovery cut (``truncate``) and retention (``delete_expired``).
+
+Every file in the list holds at least one entry: a file is created only to take an entry, and
+``load`` deletes empty ones. An unreadable file (wrong size, impossible header) is deleted at
+``load`` with a warning rather than stopping the store: the index is derived data, and the
+dispatcher rebuilds whatever recovery asks it to re-dispatch.
+
+Results of ``query`` are *candidates*: only key hashes are stored, so the caller must read each
+message and check it really carries the key (``MessageStore.query_message`` does).
+
+Thread safety: ``build``, ``query``, ``truncate``, ``delete_expired`` and ``close`` hold one lock.
+``flush`` takes the lock only to pick the file, then runs ``fdatasync`` outside it so the dispatcher
+is not stalled behind the disk.
+"""
 
 from __future__ import annotations
 
@@ -7,18 +24,24 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
-from rocketlite.common.errors import StoreError
+from rocketlite.common.errors import FlushError, StoreError
 from rocketlite.store.index_file import IndexFile
 
 log = logging.getLogger(__name__)
 _NAME = re.compile(r"^\d{17}$")
 
 
-def _file_name(ms: int) -> str:
-    t = time.localtime(ms // 1000)
-    return time.strftime("%Y%m%d%H%M%S", t) + f"{ms % 1000:03d}"
+def index_file_name(ms: int) -> str:
+    """``yyyyMMddHHmmssSSS`` of the epoch-milliseconds ``ms`` in local time."""
+    return time.strftime("%Y%m%d%H%M%S", time.localtime(ms // 1000)) + f"{ms % 1000:03d}"
+
+
+def index_key(topic: str, key: str) -> str:
+    """The string that is hashed into the index: ``topic#key``."""
+    return f"{topic}#{key}"
 
 
 class IndexService:
@@ -29,94 +52,167 @@ class IndexService:
         self.files: list[IndexFile] = []
         self._lock = threading.Lock()
 
+    # -- lifecycle ---------------------------------------------------------------------------
+
     def load(self) -> None:
+        """Open every ``yyyyMMddHHmmssSSS`` file in name order; delete unusable or empty ones."""
         if not self.directory.is_dir():
             return
-        for path in sorted(self.directory.iterdir()):
-            if not _NAME.match(path.name):
-                continue
+        with self._lock:
+            if self.files:
+                raise StoreError(f"index service {self.directory} is already loaded")
+            for path in sorted(self.directory.iterdir()):
+                if not _NAME.match(path.name) or not path.is_file():
+                    continue
+                try:
+                    f = IndexFile(path, self.hash_slot_num, self.index_num)
+                except (StoreError, OSError, ValueError) as e:
+                    log.warning("index file %s is unusable (%s); deleted, dispatch rebuilds it",
+                                path, e)
+                    path.unlink(missing_ok=True)
+                    continue
+                if f.entries == 0:
+                    log.info("index file %s has no entries; deleted", path)
+                    f.destroy()
+                    continue
+                self.files.append(f)
+
+    def close(self) -> None:
+        """Flush and close every file (all are closed even if a flush fails; the first FlushError
+        is raised afterwards). The service may be loaded again."""
+        with self._lock:
+            files, self.files = self.files, []
+        error: FlushError | None = None
+        for f in files:
             try:
-                self.files.append(IndexFile(path, self.hash_slot_num, self.index_num))
-            except (StoreError, OSError, ValueError) as e:
-                log.warning("index file %s is unusable (%s); deleting it, dispatch rebuilds", path,
-                            e)
-                path.unlink(missing_ok=True)
+                f.close()
+            except FlushError as e:
+                error = error or e
+                f.close(flush=False)
+        if error is not None:
+            raise error
+
+    # -- building ----------------------------------------------------------------------------
+
+    def _next_path(self) -> Path:
+        """A fresh name: now, or one past the newest file if the clock went back (names must
+        sort in creation order for ``load``); bumped by 1 ms while taken."""
+        n = int(index_file_name(time.time_ns() // 1_000_000))
+        if self.files:
+            n = max(n, int(self.files[-1].path.name) + 1)
+        while (path := self.directory / f"{n:017d}").exists():
+            n += 1
+        return path
 
     def _new_file(self) -> IndexFile:
         self.directory.mkdir(parents=True, exist_ok=True)
-        ms = time.time_ns() // 1_000_000
-        while (self.directory / _file_name(ms)).exists():
-            ms += 1
-        f = IndexFile(self.directory / _file_name(ms), self.hash_slot_num, self.index_num)
+        f = IndexFile(self._next_path(), self.hash_slot_num, self.index_num, create=True)
         self.files.append(f)
+        log.info("created index file %s", f.path.name)
         return f
 
-    def end_phy_offset(self) -> int:
-        return self.files[-1].end_phy_offset if self.files else 0
-
-    def build(self, topic: str, keys: list[str], uniq_key: str | None, phy_offset: int,
+    def build(self, topic: str, keys: Iterable[str], uniq_key: str | None, phy_offset: int,
               store_timestamp: int) -> None:
+        """Index the message at ``phy_offset`` under ``topic#k`` for its UNIQ_KEY and each KEYS
+        entry (stripped; empty and repeated ones skipped).
+
+        A message at or below the newest file's ``endPhyOffset`` is skipped: it was indexed before
+        (re-dispatch after recovery). RocketMQ skips only offsets strictly below, re-indexing the
+        last message on every restart; ``<=`` avoids those duplicates.
+        """
+        wanted = [uniq_key.strip()] if uniq_key else []
+        wanted.extend(k.strip() for k in keys)
+        full_keys = [index_key(topic, k) for k in dict.fromkeys(wanted) if k]
+        if not full_keys:
+            return
+        filled: list[IndexFile] = []
         with self._lock:
             last = self.files[-1] if self.files else None
-            if last is not None and last.entries and phy_offset <= last.end_phy_offset:
-                return  # already indexed (re-dispatch after recovery)
-            for key in ([*keys, uniq_key] if uniq_key else keys):
-                if not key:
-                    continue
-                full = f"{topic}#{key}"
+            if last is not None and phy_offset <= last.end_phy_offset:
+                return
+            for full in full_keys:
                 if last is None or not last.put(full, phy_offset, store_timestamp):
                     if last is not None:
-                        last.flush()
+                        filled.append(last)
                     last = self._new_file()
                     last.put(full, phy_offset, store_timestamp)
+        for f in filled:  # make a full file durable once, outside the lock
+            f.flush()
+
+    # -- reading -----------------------------------------------------------------------------
 
     def query(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
+        """Candidate CommitLog offsets for ``topic#key`` stored in [begin_ms, end_ms], newest first,
+        at most ``max_num``. Offsets of colliding keys may be included: verify each message."""
         out: list[int] = []
-        full = f"{topic}#{key}"
+        if max_num <= 0:
+            return out
+        full = index_key(topic, key)
         with self._lock:
             for f in reversed(self.files):
-                if not f.entries or f.end_timestamp < begin_ms or f.begin_timestamp > end_ms:
-                    continue
-                out.extend(f.select(full, max_num - len(out), begin_ms, end_ms))
-                if len(out) >= max_num:
-                    break
+                if f.time_overlaps(begin_ms, end_ms):
+                    out.extend(f.select(full, max_num - len(out), begin_ms, end_ms))
+                    if len(out) >= max_num:
+                        break
+                if f.begin_timestamp < begin_ms:
+                    break  # older files end before this one began: before the range
         return out
 
+    def end_phy_offset(self) -> int:
+        """Offset of the newest indexed message (0 when there is no index yet)."""
+        with self._lock:
+            return self.files[-1].end_phy_offset if self.files else 0
+
+    def last_update_timestamp(self) -> int:
+        """Store time of the newest indexed message (0 when there is no index yet)."""
+        with self._lock:
+            return self.files[-1].end_timestamp if self.files else 0
+
+    # -- durability, recovery, retention -----------------------------------------------------
+
     def flush(self) -> int:
-        """Flush the newest file; return the store time it covers (for the checkpoint)."""
+        """Flush the newest file (full ones were flushed when rolled); return the store time of
+        the newest entry now durable, for the checkpoint's ``indexMsgTimestamp`` (0: none)."""
         with self._lock:
             if not self.files:
                 return 0
             last = self.files[-1]
-            last.flush()
-            return int(last.end_timestamp)
+            covered = last.end_timestamp  # read before the flush: everything up to it is synced
+        last.flush()
+        return covered
 
     def truncate(self, offset: int) -> int | None:
-        """Drop index files holding entries at or past ``offset`` (the CommitLog was cut there).
+        """Drop every file holding an entry at or past ``offset`` (the CommitLog was cut there).
 
-        Whole files go, even if they also index earlier messages; the returned begin offset of the
-        oldest dropped file (None if none) is where dispatch must restart to rebuild them.
+        Whole files go, even one that also indexes earlier messages: entries are chained through
+        shared slots, so they cannot be cut out cheaply, and RocketMQ likewise destroys whole files
+        on recovery. Returns the lowest ``beginPhyOffset`` among dropped files (None if none):
+        dispatch must restart there to rebuild what they held. Queries meanwhile are best effort.
         """
         rebuild_from: int | None = None
         with self._lock:
-            while self.files and self.files[-1].end_phy_offset >= offset and self.files[-1].entries:
-                f = self.files.pop()
-                rebuild_from = f.begin_phy_offset
-                log.info("recovery: dropping index file %s (ends at %d >= %d)", f.path.name,
-                         f.end_phy_offset, offset)
+            kept: list[IndexFile] = []
+            for f in self.files:
+                if f.end_phy_offset < offset:
+                    kept.append(f)
+                    continue
+                log.info("recovery: dropping index file %s (phy [%d, %d], cut at %d)",
+                         f.path.name, f.begin_phy_offset, f.end_phy_offset, offset)
+                rebuild_from = (f.begin_phy_offset if rebuild_from is None
+                                else min(rebuild_from, f.begin_phy_offset))
                 f.destroy()
+            self.files = kept
         return rebuild_from
 
     def delete_expired(self, min_commit_log_offset: int) -> int:
+        """Delete files whose entries all point below ``min_commit_log_offset`` (the newest file is
+        always kept); return how many went."""
         deleted = 0
         with self._lock:
             while len(self.files) > 1 and self.files[0].end_phy_offset < min_commit_log_offset:
-                self.files.pop(0).destroy()
+                f = self.files.pop(0)
+                log.info("deleting expired index file %s (ends at %d < %d)", f.path.name,
+                         f.end_phy_offset, min_commit_log_offset)
+                f.destroy()
                 deleted += 1
         return deleted
-
-    def close(self) -> None:
-        with self._lock:
-            for f in self.files:
-                f.close()
-            self.files = []

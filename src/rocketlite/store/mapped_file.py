@@ -34,7 +34,12 @@ class MappedFile:
     __slots__ = ("_closed", "_fd", "_lock", "file_from_offset", "file_size", "flushed", "mm",
                  "path", "wrote")
 
-    def __init__(self, path: Path, file_size: int, *, create: bool = True) -> None:
+    def __init__(
+        self, path: Path, file_size: int, *, create: bool = True, hold_fd: bool = True
+    ) -> None:
+        """Open (or create) and map a segment. ``hold_fd=False`` closes the descriptor once mapped
+        (the mapping keeps its own) and flushes with msync: for the many small ConsumeQueue files,
+        so that 10,000 queues do not need 20,000 descriptors."""
         self.path = path
         self.file_size = file_size
         try:
@@ -42,19 +47,33 @@ class MappedFile:
         except ValueError as e:
             raise StoreError(f"segment file name {path.name!r} is not a 20-digit offset") from e
         flags = os.O_RDWR | (os.O_CREAT if create else 0)
-        self._fd = os.open(path, flags, 0o644)
+        self._fd: int | None = os.open(path, flags, 0o644)
+        fd = self._fd
         try:
-            actual = os.fstat(self._fd).st_size
+            actual = os.fstat(fd).st_size
             if actual < file_size:
-                os.ftruncate(self._fd, file_size)
+                if hold_fd:
+                    # Reserve the blocks now: a full disk is an error here, not a SIGBUS on the
+                    # first write through the mapping.
+                    try:
+                        os.posix_fallocate(fd, 0, file_size)
+                    except OSError as e:
+                        raise StoreError(
+                            f"cannot allocate {file_size} bytes for segment {path}: {e}"
+                        ) from e
+                else:
+                    os.ftruncate(fd, file_size)
             elif actual > file_size:
                 raise StoreError(
                     f"segment {path} is {actual} bytes, larger than the configured {file_size}"
                 )
-            self.mm = mmap.mmap(self._fd, file_size)
+            self.mm = mmap.mmap(fd, file_size)
         except BaseException:
-            os.close(self._fd)
+            os.close(fd)
             raise
+        if not hold_fd:
+            os.close(fd)
+            self._fd = None
         self.wrote = 0
         self.flushed = 0
         self._closed = False
@@ -87,12 +106,15 @@ class MappedFile:
 
     def warm(self) -> None:
         """Pre-write zeros beyond ``wrote`` through the page cache (runs off the write path)."""
+        fd = self._fd
+        if fd is None:
+            return
         start = (self.wrote // _WARM_CHUNK + 1) * _WARM_CHUNK
         for pos in range(start, self.file_size, _WARM_CHUNK):
             if self._closed:
                 return
             n = min(_WARM_CHUNK, self.file_size - pos)
-            os.pwrite(self._fd, _ZEROS[:n], pos)
+            os.pwrite(fd, _ZEROS[:n], pos)
         if hasattr(self.mm, "madvise") and hasattr(mmap, "MADV_WILLNEED"):
             self.mm.madvise(mmap.MADV_WILLNEED)
 
@@ -103,7 +125,10 @@ class MappedFile:
             if target <= self.flushed or self._closed:
                 return self.flushed
             try:
-                os.fdatasync(self._fd)
+                if self._fd is None:
+                    self.mm.flush()
+                else:
+                    os.fdatasync(self._fd)
             except OSError as e:
                 raise FlushError(f"fdatasync of {self.path} failed: {e}") from e
             self.flushed = target
@@ -134,7 +159,7 @@ class MappedFile:
         self.flushed = pos
 
     def mtime(self) -> float:
-        return os.fstat(self._fd).st_mtime
+        return os.stat(self.path).st_mtime
 
     def close(self) -> None:
         with self._lock:
@@ -144,7 +169,9 @@ class MappedFile:
             # A reader may still hold a memoryview; then the mapping dies with it.
             with contextlib.suppress(BufferError):
                 self.mm.close()
-            os.close(self._fd)
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
 
     def destroy(self) -> None:
         self.close()

@@ -75,8 +75,11 @@ class MappedFileQueue:
         directory: Path,
         file_size: int,
         allocator: Allocator | None = None,
+        *,
+        hold_fd: bool = True,
     ) -> None:
         self.directory = directory
+        self.hold_fd = hold_fd
         self.file_size = file_size
         self.allocator = allocator
         self.files: list[MappedFile] = []
@@ -104,7 +107,7 @@ class MappedFileQueue:
             start = int(name)
             if expected is not None and start != expected:
                 raise StoreError(f"segment {path} does not follow the previous segment")
-            self.files.append(MappedFile(path, self.file_size, create=False))
+            self.files.append(MappedFile(path, self.file_size, create=False, hold_fd=self.hold_fd))
             expected = start + self.file_size
 
     # -- positions ---------------------------------------------------------------------------
@@ -144,7 +147,7 @@ class MappedFileQueue:
         mf = (
             self.allocator.take(path, self.file_size)
             if self.allocator is not None
-            else MappedFile(path, self.file_size)
+            else MappedFile(path, self.file_size, hold_fd=self.hold_fd)
         )
         self.files = [*self.files, mf]
         if self.allocator is not None:

@@ -15,6 +15,7 @@ running store. Shutdown drains dispatch, flushes everything, writes the checkpoi
 from __future__ import annotations
 
 import logging
+import resource
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -44,6 +45,13 @@ from rocketlite.store.recovery import RecoveryResult, recover_commitlog
 from rocketlite.store.retention import RetentionService
 
 log = logging.getLogger(__name__)
+
+
+def _raise_open_file_limit() -> None:
+    """Every ConsumeQueue segment keeps a mapping (and its descriptor): allow as many as we may."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 @dataclass(slots=True)
@@ -95,6 +103,7 @@ class MessageStore:
         if self.running:
             return self
         cfg = self.config
+        _raise_open_file_limit()
         store_files.ensure_layout(cfg)
         self._lock_file.acquire(cfg.store_path_root_dir)
         try:

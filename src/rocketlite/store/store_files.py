@@ -1,12 +1,20 @@
-"""Files of the store root other than the logs: the lock, the abort marker, JSON config files."""
+"""Files of the store root other than the logs: the lock, the abort marker, JSON config files.
+
+* ``StoreLock``: an exclusive ``flock`` on ``<root>/lock`` holding the owner's pid, so two
+  processes never open one store (RocketMQ locks the same file with ``FileChannel.tryLock``).
+* ``atomic_write_json`` / ``read_json``: config files written through a temp file and a rename,
+  with the previous good version kept as ``<name>.bak`` (RocketMQ ``ConfigManager``/``MixAll``).
+* the ``abort`` marker: present while a store runs, so its presence at start means a crash.
+* ``ensure_layout`` and ``disk_usage_ratio``.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
-import shutil
 from pathlib import Path
 
 import orjson
@@ -16,100 +24,178 @@ from rocketlite.store.config import StoreConfig
 
 log = logging.getLogger(__name__)
 
+LOCK_FILE = "lock"
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
+
+def fsync_dir(path: Path) -> None:
+    """fsync a directory, making creates, renames and unlinks in it durable."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
 
 
-class StoreLock:
-    """An exclusive ``flock`` on ``<root>/lock``, so two processes never open one store."""
-
-    def __init__(self) -> None:
-        self._fd: int | None = None
-
-    def acquire(self, root: Path) -> None:
-        path = root / "lock"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            other = os.pread(fd, 32, 0).decode(errors="replace").strip()
-            os.close(fd)
-            raise StoreLockedError(
-                f"the store {root} is in use by another process"
-                + (f" (pid {other})" if other else "")
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
-        self._fd = fd
-
-    def release(self) -> None:
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
-
-
-def atomic_write_json(path: Path, obj: object) -> None:
-    """Write JSON to a temp file, fsync, keep the old file as ``.bak``, rename into place."""
-    data = orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as f:
+def _write_durably(path: Path, data: bytes) -> None:
+    with path.open("wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
-    if path.exists():
-        bak = path.with_name(path.name + ".bak")
-        shutil.copyfile(path, bak)
-        with bak.open("rb+") as f:
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
+
+
+# -- lock --------------------------------------------------------------------------------------
+
+
+class StoreLock:
+    """An exclusive non-blocking ``flock`` on ``<root>/lock``; the file holds the owner's pid.
+
+    The lock belongs to the open file, so a second ``StoreLock`` on the same root fails even in
+    the same process. The kernel drops it when the process dies, however it dies.
+    """
+
+    def __init__(self) -> None:
+        self._fd: int | None = None
+        self._root: Path | None = None
+
+    @property
+    def locked(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self, root: Path) -> None:
+        """Lock the store at ``root`` (the directory must exist) or raise ``StoreLockedError``."""
+        if self._fd is not None:
+            raise StoreLockedError(f"this StoreLock already holds the store {self._root}")
+        root = Path(root)
+        path = root / LOCK_FILE
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            other = os.pread(fd, 32, 0).decode("ascii", errors="replace").strip()
+            os.close(fd)
+            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+            owner = f" (pid {other})" if other.isdigit() else ""
+            raise StoreLockedError(
+                f"the store {root} is in use by another process{owner}: {path} is locked"
+            ) from None
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd, self._root = fd, root
+
+    def release(self) -> None:
+        """Unlock; the lock file stays. A second call does nothing."""
+        fd, self._fd, self._root = self._fd, None, None
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+
+
+# -- JSON config files -------------------------------------------------------------------------
+
+
+def _bak(path: Path) -> Path:
+    return path.with_name(path.name + ".bak")
+
+
+def atomic_write_json(path: Path, obj: object) -> None:
+    """Write ``obj`` as JSON to ``path`` so that a crash leaves the old or the new content.
+
+    Serialize, write ``<path>.tmp`` and fsync it; copy the current ``path`` (if it holds valid
+    JSON) to ``<path>.bak`` and fsync it; rename the temp file over ``path``; fsync the directory.
+    A corrupt current file is not copied, so ``.bak`` keeps the last good version.
+    """
+    data = orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    try:
+        _write_durably(tmp, data)
+        try:
+            current: bytes | None = path.read_bytes()
+        except FileNotFoundError:
+            current = None
+        if current is not None:
+            try:
+                orjson.loads(current)
+            except orjson.JSONDecodeError:
+                log.warning("%s is corrupt; not copying it over %s", path, _bak(path))
+            else:
+                _write_durably(_bak(path), current)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    fsync_dir(path.parent)
 
 
 def read_json(path: Path) -> object | None:
-    """Read a JSON config file, falling back to its ``.bak`` when it is missing or corrupt."""
-    for candidate in (path, path.with_name(path.name + ".bak")):
+    """Read a JSON config file; if it is missing or corrupt, its ``.bak``; else ``None``."""
+    problem = "missing"
+    for candidate in (path, _bak(path)):
         try:
             value: object = orjson.loads(candidate.read_bytes())
-            return value
         except FileNotFoundError:
             continue
-        except orjson.JSONDecodeError:
-            log.warning("config file %s is corrupt; trying its backup", candidate)
+        except (OSError, orjson.JSONDecodeError) as e:
+            log.warning("config file %s is unreadable or corrupt: %s", candidate, e)
+            if candidate == path:
+                problem = "corrupt"
+            continue
+        if candidate != path:
+            log.warning("config file %s is %s; using its backup %s", path, problem, candidate)
+        return value
     return None
 
 
+# -- abort marker ------------------------------------------------------------------------------
+
+
 def create_abort_file(path: Path) -> None:
+    """Create the ``abort`` marker (durably): the store is running."""
     path.touch()
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def abort_file_exists(path: Path) -> bool:
+    """Whether the marker is left from a run that did not shut down cleanly."""
     return path.exists()
 
 
 def remove_abort_file(path: Path) -> None:
+    """Remove the marker (durably) after a clean shutdown; a missing marker is fine."""
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
+
+
+# -- layout and disk -------------------------------------------------------------------------
 
 
 def ensure_layout(config: StoreConfig) -> None:
+    """Create the store root and its commitlog/, consumequeue/, index/ and config/ directories."""
     for d in (config.store_path_root_dir, config.commit_log_dir, config.consume_queue_dir,
               config.index_dir, config.config_dir):
         d.mkdir(parents=True, exist_ok=True)
 
 
 def disk_usage_ratio(path: Path) -> float:
-    """Used share (0..1) of the filesystem holding ``path``."""
+    """Used share (0..1) of the filesystem holding ``path`` (or its nearest existing parent).
+
+    As ``UtilAll.getDiskPartitionSpaceUsedPercent``: used = total - free, out of used + the space
+    available to unprivileged users, rounded up to a whole percent.
+    """
+    path = Path(path).absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
     st = os.statvfs(path)
-    total = st.f_blocks * st.f_frsize
-    if total == 0:
+    used = (st.f_blocks - st.f_bfree) * st.f_frsize
+    entire = used + st.f_bavail * st.f_frsize
+    if st.f_blocks == 0 or entire <= 0:
         return 0.0
-    free = st.f_bavail * st.f_frsize
-    return (total - free) / total
+    return min(1.0, -(-used * 100 // entire) / 100)

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
 
@@ -103,7 +104,8 @@ _STRUCTS: dict[tuple[int, int, int, int], struct.Struct] = {}
 _STRUCTS_MAX = 4096
 
 
-def _record_struct(sys_flag: int, body_len: int, topic_len: int, props_len: int) -> struct.Struct:
+def record_struct(sys_flag: int, body_len: int, topic_len: int, props_len: int) -> struct.Struct:
+    """A Struct packing a whole record of these lengths in one call (cached per shape)."""
     key = (sys_flag & (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6), body_len, topic_len, props_len)
     st = _STRUCTS.get(key)
     if st is None:
@@ -140,7 +142,7 @@ def encode_record(
     crc: int | None = None,
 ) -> bytes:
     """Encode one record. Host flags in ``sys_flag`` must match the host byte lengths."""
-    st = _record_struct(sys_flag, len(body), len(topic), len(properties))
+    st = record_struct(sys_flag, len(body), len(topic), len(properties))
     magic = MAGIC_V2 if len(topic) > TOPIC_V1_MAX_BYTES else MAGIC_V1
     return st.pack(
         st.size,
@@ -382,3 +384,52 @@ def read_store_timestamp(buf: Buffer, pos: int) -> int:
     sys_flag = _I32.unpack_from(buf, pos + 36)[0]
     at = pos + HEAD_SIZE + host_len(bool(sys_flag & SYSFLAG_BORNHOST_V6))
     return int(_I64.unpack_from(buf, at)[0])
+
+
+# Fields the dispatcher needs, read in one call from a record with IPv4 hosts:
+# TOTALSIZE MAGIC [crc] QUEUEID [flag] QUEUEOFFSET PHYSICALOFFSET SYSFLAG [born ts, born host]
+# STORETIMESTAMP [store host, reconsume, prepared] BODYLENGTH  -> 88 bytes
+_DISPATCH_V4 = struct.Struct(">ii4xi4xqqi16xq20xi")
+_V6_FLAGS = SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6
+
+DispatchTuple: TypeAlias = tuple[int, int, int, int, int, int, bytes, bytes]
+
+
+def iter_dispatch(buf: bytes | mmap.mmap, pos: int, limit: int) -> Iterator[DispatchTuple]:
+    """Yield ``(size, queue_id, queue_offset, commit_log_offset, sys_flag, store_timestamp,
+    topic, properties)`` for each record from ``pos`` until ``limit``, a BLANK record or a record
+    that does not parse (the caller tells them apart with ``check_head`` at the stop position).
+
+    The fast path for the common shape (IPv4 hosts, V1 topic) reads the fixed part in one call and
+    skips the body; other shapes go through the full parser. No CRC check: dispatch reads records
+    this process wrote or recovery verified.
+    """
+    unpack = _DISPATCH_V4.unpack_from
+    u16 = _U16.unpack_from
+    while pos + 8 <= limit:
+        size, magic, qid, qoff, phys, sys_flag, store_ts, body_len = unpack(buf, pos) if (
+            pos + 88 <= limit) else (0, 0, 0, 0, 0, 0, 0, 0)
+        if magic != MAGIC_V1 or sys_flag & _V6_FLAGS:
+            try:
+                s = summarize_record(buf, pos, limit)
+            except CorruptRecordError:
+                return
+            if s is None:
+                return
+            yield (s.total_size, s.queue_id, s.queue_offset, s.commit_log_offset, s.sys_flag,
+                   s.store_timestamp, s.topic.encode(), s.properties_text.encode())
+            pos += s.total_size
+            continue
+        end = pos + size
+        if size < FIXED_SIZE_V4 or end > limit or body_len < 0:
+            return
+        t = pos + 88 + body_len
+        topic_len = buf[t]
+        p = t + 1 + topic_len
+        if p + 2 > end:
+            return
+        (props_len,) = u16(buf, p)
+        if p + 2 + props_len != end:
+            return
+        yield (size, qid, qoff, phys, sys_flag, store_ts, buf[t + 1 : p], buf[p + 2 : end])
+        pos = end

@@ -47,3 +47,20 @@ def decode_properties(text: str) -> dict[str, str]:
             continue
         out[name] = value
     return out
+
+
+def find_property(props: bytes, name: bytes) -> str | None:
+    """The value of one property in an encoded property string, without decoding the rest.
+
+    ``name`` must be given with its trailing ``\\x01`` (e.g. ``b"TAGS\\x01"``); a match counts only
+    at the start of an entry.
+    """
+    i = props.find(name)
+    while i > 0 and props[i - 1] != 2:
+        i = props.find(name, i + 1)
+    if i < 0:
+        return None
+    start = i + len(name)
+    end = props.find(b"\x02", start)
+    value = props[start:end] if end >= 0 else props[start:]
+    return value.decode("utf-8", "replace") if value else None

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import struct
 import threading
 import time
+import zlib
 from collections.abc import Callable, Sequence
 
 from rocketlite.common.errors import MessageIllegalError, StoreError
@@ -116,14 +118,43 @@ class CommitLog:
 
     # -- appending ---------------------------------------------------------------------------
 
+    def _prepare(
+        self, msgs: Sequence[MessageToStore]
+    ) -> list[tuple[MessageToStore, bytes, bytes, struct.Struct, int]]:
+        """Validate and size every message before anything is written (outside the lock)."""
+        topics = self._topics
+        host_flag = self._host_flag
+        max_body = self.config.max_message_size
+        max_record = self.max_record_size
+        record_struct = rec.record_struct
+        out = []
+        for m in msgs:
+            tb = topics.get(m.topic)
+            props = m.properties.encode() if m.properties else b""
+            body = m.body
+            if (tb is None or len(body) > max_body or len(props) > 32767
+                    or not 0 <= m.queue_id <= QUEUE_ID_MAX or len(m.born_host) != 4):
+                self._check(m, props)  # raises with the reason, or accepts (IPv6, new topic)
+                tb = self.topic_bytes(m.topic)
+            sys_flag = m.sys_flag | host_flag
+            if len(m.born_host) == 16:
+                sys_flag |= rec.SYSFLAG_BORNHOST_V6
+            st = record_struct(sys_flag, len(body), len(tb), len(props))
+            if st.size > max_record:
+                self._check(m, props)
+            out.append((m, tb, props, st, sys_flag))
+        return out
+
     def append(self, msgs: Sequence[MessageToStore]) -> list[AppendResult]:
         """Append a batch; all or nothing on validation, in order, under the CommitLog lock."""
-        props_list = [m.properties.encode() if m.properties else b"" for m in msgs]
-        sizes = [self._check(m, p) for m, p in zip(msgs, props_list, strict=True)]
-        encode = rec.encode_record
-        store_host, store_port, host_flag = self.store_host, self.store_port, self._host_flag
-        topics = self._topics
+        prepared = self._prepare(msgs)
+        crc32 = zlib.crc32
+        v1, v2, v1_max = rec.MAGIC_V1, rec.MAGIC_V2, rec.TOPIC_V1_MAX_BYTES
+        store_host, store_port = self.store_host, self.store_port
+        no_queue = _TXN_NO_QUEUE
+        txn_mask = rec.SYSFLAG_TRANSACTION_MASK
         results: list[AppendResult] = []
+        add_result = results.append
         with self.lock:
             table = self.topic_queue_table
             now = self.clock()
@@ -132,8 +163,10 @@ class CommitLog:
             start = mf.wrote
             free = mf.file_size - start - rec.END_FILE_MIN_BLANK_LENGTH
             chunks: list[bytes] = []
+            add_chunk = chunks.append
             used = 0
-            for m, props, size in zip(msgs, props_list, sizes, strict=True):
+            for m, tb, props, st, sys_flag in prepared:
+                size = st.size
                 if size > free - used:
                     self._write(mf, chunks)
                     self._close_segment(mf)
@@ -141,38 +174,24 @@ class CommitLog:
                     base, start, used = mf.file_from_offset, mf.wrote, 0
                     free = mf.file_size - start - rec.END_FILE_MIN_BLANK_LENGTH
                     chunks = []
-                key = (m.topic, m.queue_id)
-                sys_flag = m.sys_flag | host_flag
-                if len(m.born_host) == 16:
-                    sys_flag |= rec.SYSFLAG_BORNHOST_V6
-                if sys_flag & rec.SYSFLAG_TRANSACTION_MASK in _TXN_NO_QUEUE:
+                    add_chunk = chunks.append
+                if sys_flag & txn_mask in no_queue:
                     qoff = 0
                 else:
+                    key = (m.topic, m.queue_id)
                     qoff = table.get(key, 0)
                     table[key] = qoff + 1
                 offset = base + start + used
-                chunks.append(
-                    encode(
-                        topic=topics.get(m.topic) or m.topic.encode(),
-                        body=m.body,
-                        properties=props,
-                        queue_id=m.queue_id,
-                        flag=m.flag,
-                        queue_offset=qoff,
-                        commit_log_offset=offset,
-                        sys_flag=sys_flag,
-                        born_timestamp=m.born_timestamp,
-                        born_host=m.born_host,
-                        born_port=m.born_port,
-                        store_timestamp=now,
-                        store_host=store_host,
-                        store_port=store_port,
-                        reconsume_times=m.reconsume_times,
-                        prepared_transaction_offset=m.prepared_transaction_offset,
-                    )
-                )
+                body = m.body
+                add_chunk(st.pack(
+                    size, v2 if len(tb) > v1_max else v1, crc32(body) & 0x7FFFFFFF,
+                    m.queue_id, m.flag, qoff, offset, sys_flag, m.born_timestamp,
+                    m.born_host, m.born_port, now, store_host, store_port,
+                    m.reconsume_times, m.prepared_transaction_offset,
+                    len(body), body, len(tb), tb, len(props), props,
+                ))
                 used += size
-                results.append(AppendResult(offset, size, qoff, now))
+                add_result(AppendResult(offset, size, qoff, now))
             self._write(mf, chunks)
             self.last_store_timestamp = now
         return results

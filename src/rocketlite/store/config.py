@@ -12,7 +12,7 @@ commitIntervalCommitLog           commit_interval_commit_log             200    
 flushIntervalConsumeQueue         flush_interval_consume_queue           1000                  ms
 syncFlushTimeout                  sync_flush_timeout                     5000                  ms
 transientStorePoolEnable          transient_store_pool_enable            false
-warmMapedFileEnable               warm_mapped_file_enable                true
+warmMapedFileEnable               warm_mapped_file_enable                false
 fileReservedTime                  file_reserved_time                     72                    hours
 deleteWhen                        delete_when                            04                    hours
 diskMaxUsedSpaceRatio             disk_max_used_space_ratio              75                    %
@@ -97,7 +97,7 @@ class StoreConfig:
     flush_interval_consume_queue: int = field(default=1000, metadata=_key("flushIntervalConsumeQueue"))
     sync_flush_timeout: int = field(default=5000, metadata=_key("syncFlushTimeout"))
     transient_store_pool_enable: bool = field(default=False, metadata=_key("transientStorePoolEnable"))
-    warm_mapped_file_enable: bool = field(default=True, metadata=_key("warmMapedFileEnable"))
+    warm_mapped_file_enable: bool = field(default=False, metadata=_key("warmMapedFileEnable"))
     file_reserved_time: int = field(default=72, metadata=_key("fileReservedTime"))
     delete_when: str = field(default="04", metadata=_key("deleteWhen"))
     disk_max_used_space_ratio: int = field(default=75, metadata=_key("diskMaxUsedSpaceRatio"))

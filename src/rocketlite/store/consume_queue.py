@@ -28,6 +28,7 @@ class ConsumeQueue:
         self.files = MappedFileQueue(directory, self.file_size, hold_fd=False)
         self.min_logic_offset = 0  # bytes; units below it were deleted with their CommitLog files
         self.max_physic_end = 0  # commit_log_offset + size of the highest unit written
+        self._last: MappedFile | None = None  # segment of the last put (fast path)
 
     # -- offsets (in units) ------------------------------------------------------------------
 
@@ -61,9 +62,19 @@ class ConsumeQueue:
 
     def put(self, commit_log_offset: int, size: int, tags_code: int, queue_offset: int) -> None:
         pos = queue_offset * CQ_UNIT_SIZE
+        mf = self._last
+        rel = pos - mf.file_from_offset if mf is not None else -1
+        if mf is not None and rel == mf.wrote and rel < self.file_size:
+            # the common case: the next unit of the newest segment
+            CQ_UNIT.pack_into(mf.mm, rel, commit_log_offset, size, tags_code)
+            mf.wrote = rel + CQ_UNIT_SIZE
+            end = commit_log_offset + size
+            if end > self.max_physic_end:
+                self.max_physic_end = end
+            return
         if pos < self.min_logic_offset:
             return  # below the head that retention already removed
-        mf = self._file_for(pos)
+        mf = self._last = self._file_for(pos)
         rel = pos - mf.file_from_offset
         if rel > mf.wrote:
             log.warning(
@@ -128,6 +139,7 @@ class ConsumeQueue:
             end_abs = mf.file_from_offset + n * CQ_UNIT_SIZE
             if n * CQ_UNIT_SIZE < self.file_size:
                 break
+        self._last = None
         self.files.truncate_dirty(end_abs)
         self.min_logic_offset = max(self.min_logic_offset, self.files.min_offset)
         self._skip_leading_blanks()
@@ -158,6 +170,7 @@ class ConsumeQueue:
                     lo = mid + 1
                 else:
                     hi = mid
+            self._last = None
             self.files.truncate_dirty(lo * CQ_UNIT_SIZE)
             break
         last = self.last_unit()
@@ -194,4 +207,5 @@ class ConsumeQueue:
         self.files.flush()
 
     def close(self) -> None:
+        self._last = None
         self.files.close()

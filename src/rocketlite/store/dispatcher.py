@@ -11,13 +11,14 @@ rounds, or until woken. Listeners hear ``(topic, queue_id, next_queue_offset)`` 
 from __future__ import annotations
 
 import logging
+import mmap
 import threading
 from collections.abc import Callable
 
 from rocketlite.common.errors import CorruptRecordError
 from rocketlite.formats import message_record as rec
 from rocketlite.formats.javahash import tags_code
-from rocketlite.formats.properties import KEYS, TAGS, UNIQ_KEY, decode_properties
+from rocketlite.formats.properties import find_property
 from rocketlite.store.commitlog import CommitLog
 from rocketlite.store.consume_queue import ConsumeQueue
 from rocketlite.store.index_service import IndexService
@@ -25,6 +26,9 @@ from rocketlite.store.index_service import IndexService
 log = logging.getLogger(__name__)
 
 IDLE_WAIT_S = 0.001
+_TAGS = b"TAGS\x01"
+_KEYS = b"KEYS\x01"
+_UNIQ = b"UNIQ_KEY\x01"
 _SEGMENT_DONE = -1
 Listener = Callable[[str, int, int], None]
 
@@ -45,6 +49,8 @@ class Dispatcher:
         self.last_store_timestamp = 0
         self.listeners: list[Listener] = []
         self.dirty: set[ConsumeQueue] = set()
+        self._queues: dict[tuple[bytes, int], ConsumeQueue] = {}
+        self._topic_names: dict[bytes, str] = {}
         self.lock = threading.Lock()  # held while dispatching; flushers take it to snapshot
         self._wake = threading.Event()
         self._stop = False
@@ -97,44 +103,61 @@ class Dispatcher:
         self.dispatch_from = start
         return progressed
 
-    def _dispatch_segment(self, buf: rec.Buffer, pos: int, limit: int) -> int:
-        """Dispatch records in [pos, limit) of one segment; return where it stopped."""
-        summarize = rec.summarize_record
+    def _dispatch_segment(self, buf: mmap.mmap, pos: int, limit: int) -> int:
+        """Dispatch records in [pos, limit) of one segment; return where it stopped, or
+        ``_SEGMENT_DONE`` at the BLANK record that closes the segment."""
         index = self.index
         cq_of = self.consume_queue
+        queues = self._queues
+        topics = self._topic_names
         dirty = self.dirty
         notify = self.listeners
-        while pos < limit:
-            try:
-                s = summarize(buf, pos, limit)
-            except CorruptRecordError:
-                log.error("corrupt record at CommitLog position %d; dispatch waits", pos)
-                return pos
-            if s is None:
-                return _SEGMENT_DONE
-            props = decode_properties(s.properties_text) if s.properties_text else {}
-            txn = s.sys_flag & rec.SYSFLAG_TRANSACTION_MASK
-            if txn not in (rec.SYSFLAG_TRANSACTION_PREPARED, rec.SYSFLAG_TRANSACTION_ROLLBACK):
-                cq = cq_of(s.topic, s.queue_id)
-                cq.put(s.commit_log_offset, s.total_size, tags_code(props.get(TAGS)),
-                       s.queue_offset)
+        no_queue = (rec.SYSFLAG_TRANSACTION_PREPARED, rec.SYSFLAG_TRANSACTION_ROLLBACK)
+        txn_mask = rec.SYSFLAG_TRANSACTION_MASK
+        last_ts = 0
+        for size, qid, qoff, phys, sys_flag, store_ts, topic_b, props in rec.iter_dispatch(
+            buf, pos, limit
+        ):
+            pos += size
+            last_ts = store_ts
+            if sys_flag & txn_mask in no_queue:
+                if index is None or sys_flag & txn_mask == rec.SYSFLAG_TRANSACTION_ROLLBACK:
+                    continue
+                topic = topics.get(topic_b) or self._topic_name(topic_b)
+            else:
+                key = (topic_b, qid)
+                cq = queues.get(key)
+                if cq is None:
+                    cq = queues[key] = cq_of(self._topic_name(topic_b), qid)
+                topic = cq.topic
+                tags = find_property(props, _TAGS) if props else None
+                cq.put(phys, size, tags_code(tags), qoff)
                 dirty.add(cq)
                 for fn in notify:
-                    fn(s.topic, s.queue_id, s.queue_offset + 1)
-            if index is not None:
-                keys = props.get(KEYS)
-                uniq = props.get(UNIQ_KEY)
+                    fn(topic, qid, qoff + 1)
+            if index is not None and (_KEYS in props or _UNIQ in props):
+                keys = find_property(props, _KEYS)
+                uniq = find_property(props, _UNIQ)
                 if keys or uniq:
-                    index.build(
-                        s.topic,
-                        keys.split(" ") if keys else [],
-                        uniq,
-                        s.commit_log_offset,
-                        s.store_timestamp,
-                    )
-            self.last_store_timestamp = s.store_timestamp
-            pos += s.total_size
+                    index.build(topic, keys.split(" ") if keys else [], uniq, phys, store_ts)
+        if last_ts:
+            self.last_store_timestamp = last_ts
+        if pos < limit:
+            try:
+                if rec.check_head(buf, pos, limit) == 0:
+                    return _SEGMENT_DONE
+            except CorruptRecordError:
+                pass
+            log.error("corrupt record at CommitLog position %d; dispatch waits", pos)
         return pos
+
+    def _topic_name(self, topic_b: bytes) -> str:
+        name = self._topic_names.get(topic_b)
+        if name is None:
+            name = topic_b.decode("utf-8", "replace")
+            if len(self._topic_names) < 100_000:
+                self._topic_names[topic_b] = name
+        return name
 
     def take_dirty(self) -> tuple[list[ConsumeQueue], int]:
         """ConsumeQueues written since the last call, and the store time they cover."""

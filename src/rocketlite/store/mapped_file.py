@@ -1,5 +1,9 @@
 """MappedFile: one fixed-size, memory-mapped segment file. It knows bytes, never messages.
 
+Reads always go through the mapping. CommitLog segments (which hold a descriptor) are written with
+``pwrite`` into the same page cache, like RocketMQ's FileChannel path; ConsumeQueue segments are
+written through the mapping.
+
 A segment carries three positions, as RocketMQ's ``DefaultMappedFile`` does:
 
 * ``wrote``: bytes appended (visible to readers of the mapping),
@@ -94,9 +98,26 @@ class MappedFile:
         end = pos + len(data)
         if end > self.file_size:
             raise StoreError(f"append of {len(data)} bytes overruns segment {self.path.name}")
-        self.mm[pos:end] = data
+        if self._fd is not None:
+            # pwrite into the page cache: no page fault per fresh page (mmap writes to a new file
+            # run at ~0.3-2 GB/s here, pwrite at 4-6 GB/s) and the GIL is released for the copy.
+            # Readers see the bytes through the shared mapping at once.
+            self._pwrite(data, pos)
+        else:
+            self.mm[pos:end] = data
         self.wrote = end
         return pos
+
+    def _pwrite(self, data: bytes | bytearray | memoryview, pos: int) -> None:
+        assert self._fd is not None
+        view = memoryview(data)
+        try:
+            while view:
+                n = os.pwrite(self._fd, view, pos)
+                view = view[n:]
+                pos += n
+        except OSError as e:
+            raise StoreError(f"write to segment {self.path} failed: {e}") from e
 
     def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
         """Write at an absolute position (ConsumeQueue units may be rewritten in place)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 LOOPBACK_V4 = b"\x7f\x00\x00\x01"
 
@@ -28,9 +29,8 @@ class MessageToStore:
     prepared_transaction_offset: int = 0
 
 
-@dataclass(slots=True, frozen=True)
-class AppendResult:
-    """Where one message landed."""
+class AppendResult(NamedTuple):
+    """Where one message landed (a NamedTuple: one is made per message on the hot path)."""
 
     commit_log_offset: int
     size: int

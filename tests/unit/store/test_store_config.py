@@ -48,7 +48,7 @@ def test_defaults_match_rocketmq() -> None:
     assert c.flush_disk_type == "ASYNC_FLUSH" and not c.sync_flush
     assert (c.flush_interval_commit_log, c.commit_interval_commit_log) == (500, 200)
     assert (c.flush_interval_consume_queue, c.sync_flush_timeout) == (1000, 5000)
-    assert (c.transient_store_pool_enable, c.warm_mapped_file_enable) == (False, True)
+    assert (c.transient_store_pool_enable, c.warm_mapped_file_enable) == (False, False)
     assert (c.file_reserved_time, c.delete_when) == (72, "04")
     assert (c.disk_max_used_space_ratio, c.disk_space_clean_forcibly_ratio,
             c.disk_space_warning_level_ratio) == (75, 85, 90)
@@ -221,13 +221,13 @@ def test_constructor_validates_types() -> None:
 def test_round_trip_defaults_and_custom(tmp_path: Path) -> None:
     for c in (StoreConfig(), StoreConfig(store_path_root_dir=tmp_path / "s", flush_disk_type="SYNC_FLUSH",
                                          delete_when="01;13", message_index_enable=False,
-                                         warm_mapped_file_enable=False, listen_port=0)):
+                                         warm_mapped_file_enable=True, listen_port=0)):
         props = c.to_properties()
         assert set(props) == set(KEY_TO_FIELD)
         assert StoreConfig.from_properties(props) == c
         text = "".join(f"{k}={v}\n" for k, v in props.items())
         assert StoreConfig.from_properties(load_properties(text)) == c
-    assert StoreConfig().to_properties()["warmMapedFileEnable"] == "true"
+    assert StoreConfig().to_properties()["warmMapedFileEnable"] == "false"
     assert StoreConfig().to_properties()["transientStorePoolEnable"] == "false"
 
 

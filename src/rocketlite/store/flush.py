@@ -132,6 +132,15 @@ class FlushService:
         with self._cond:
             return self._stop
 
+    def halt(self) -> None:
+        """Stop the thread without a final flush (a simulated crash)."""
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        if self._thread.is_alive():
+            self._thread.join()
+        self._fail_waiters(FlushError("store halted before the flush completed"))
+
     def shutdown(self) -> None:
         with self._cond:
             self._stop = True

@@ -77,15 +77,15 @@ class IndexService:
                     continue
                 self.files.append(f)
 
-    def close(self) -> None:
-        """Flush and close every file (all are closed even if a flush fails; the first FlushError
-        is raised afterwards). The service may be loaded again."""
+    def close(self, *, flush: bool = True) -> None:
+        """Flush (unless ``flush=False``) and close every file (all are closed even if a flush
+        fails; the first FlushError is raised afterwards). The service may be loaded again."""
         with self._lock:
             files, self.files = self.files, []
         error: FlushError | None = None
         for f in files:
             try:
-                f.close()
+                f.close(flush=flush)
             except FlushError as e:
                 error = error or e
                 f.close(flush=False)

@@ -187,6 +187,23 @@ class MessageStore:
         store_files.remove_abort_file(self.config.abort_path)
         self._lock_file.release()
 
+    def halt(self) -> None:
+        """Stop as a crash would: threads stop, files close, nothing more is flushed and the
+        ``abort`` file stays (for crash tests; a kill -9 leaves the same state)."""
+        if not self.running:
+            return
+        self.running = False
+        self.retention.shutdown()
+        self.flusher.halt()
+        self.dispatcher.shutdown()
+        self.allocator.close()
+        self.commitlog.close()
+        for cq in self.queues.values():
+            cq.close()
+        if self.index is not None:
+            self.index.close(flush=False)
+        self._lock_file.release()
+
     def __enter__(self) -> MessageStore:
         return self.start()
 

@@ -300,6 +300,11 @@ def _parse(buf: Buffer, pos: int, limit: int, verify_crc: bool) -> tuple[int, ..
         crc = zlib.crc32(memoryview(buf)[body_at : body_at + body_len]) & 0x7FFFFFFF
         if crc != head[2]:
             raise CorruptRecordError(f"body CRC mismatch at position {pos}")
+        # BODYCRC does not cover the topic and properties: a write torn there leaves zeros that
+        # well-formed topics and property strings never contain.
+        tail = bytes(buf[topic_at:end])
+        if topic_len == 0 or b"\x00" in tail[:topic_len] or b"\x00" in tail[topic_len + 2 :]:
+            raise CorruptRecordError(f"torn topic or properties in the record at position {pos}")
     return (size, born_at, store_ts_at, store_at, tail_at, body_at, body_len, topic_at,
             topic_len, props_at, props_len)
 

@@ -51,6 +51,8 @@ class CommitLog:
         )
         self.topic_queue_table: dict[tuple[str, int], int] = {}
         self.last_store_timestamp = 0
+        # transientStorePoolEnable: appends stay in memory until the flush thread commits them.
+        self.write_buffered = config.transient_store_pool_enable
         self.lock = threading.Lock()
         self.clock = clock
         self.store_host = _ip_bytes(config.broker_ip1)
@@ -69,6 +71,10 @@ class CommitLog:
     @property
     def max_offset(self) -> int:
         return self.files.max_offset
+
+    @property
+    def committed_offset(self) -> int:
+        return self.files.committed_offset
 
     @property
     def flushed_offset(self) -> int:
@@ -159,6 +165,7 @@ class CommitLog:
             table = self.topic_queue_table
             now = self.clock()
             mf = self.files.next_file(0)
+            mf.write_buffered = self.write_buffered
             base = mf.file_from_offset
             start = mf.wrote
             free = mf.file_size - start - rec.END_FILE_MIN_BLANK_LENGTH
@@ -171,6 +178,7 @@ class CommitLog:
                     self._write(mf, chunks)
                     self._close_segment(mf)
                     mf = self.files.next_file()
+                    mf.write_buffered = self.write_buffered
                     base, start, used = mf.file_from_offset, mf.wrote, 0
                     free = mf.file_size - start - rec.END_FILE_MIN_BLANK_LENGTH
                     chunks = []
@@ -215,7 +223,7 @@ class CommitLog:
         if mf is None:
             return None
         pos = offset - mf.file_from_offset
-        if pos + size > mf.wrote:
+        if pos + size > mf.committed:
             return None
         return mf.read(pos, size)
 
@@ -224,15 +232,15 @@ class CommitLog:
         if mf is None:
             return None
         pos = offset - mf.file_from_offset
-        if pos >= mf.wrote:
+        if pos >= mf.committed:
             return None
-        return rec.decode_record(mf.mm, pos, mf.wrote, verify_crc=False)
+        return rec.decode_record(mf.mm, pos, mf.committed, verify_crc=False)
 
     def record_size_at(self, offset: int) -> int:
         mf = self.files.find(offset)
-        if mf is None or offset - mf.file_from_offset >= mf.wrote:
+        if mf is None or offset - mf.file_from_offset >= mf.committed:
             return 0
-        return rec.check_head(mf.mm, offset - mf.file_from_offset, mf.wrote)
+        return rec.check_head(mf.mm, offset - mf.file_from_offset, mf.committed)
 
     def store_timestamp_at(self, offset: int) -> int:
         mf = self.files.find(offset)

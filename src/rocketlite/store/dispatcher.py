@@ -92,7 +92,7 @@ class Dispatcher:
             if mf is None:
                 break
             pos = start - mf.file_from_offset
-            limit = min(mf.wrote, end - mf.file_from_offset)
+            limit = min(mf.committed, end - mf.file_from_offset)
             pos = self._dispatch_segment(mf.mm, pos, limit)
             if pos == _SEGMENT_DONE:
                 start = mf.file_from_offset + mf.file_size  # BLANK: go on in the next segment

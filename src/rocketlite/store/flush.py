@@ -35,16 +35,21 @@ class FlushService:
         *,
         sync: bool,
         interval_ms: int,
+        commit_interval_ms: int | None = None,
         on_flushed: Callable[[int, int], None],
         periodic: Callable[[], None],
         periodic_interval_ms: int,
+        on_committed: Callable[[], None] = lambda: None,
     ) -> None:
         self.commitlog = commitlog
         self.sync = sync
         self.interval_s = interval_ms / 1000
+        # With a transient store pool, buffered appends are committed to the file this often.
+        self.commit_interval_s = None if commit_interval_ms is None else commit_interval_ms / 1000
         self.on_flushed = on_flushed  # (flushed_offset, store timestamp of the last flushed record)
         self.periodic = periodic  # ConsumeQueue/index flush + checkpoint, on its own cadence
         self.periodic_interval_s = periodic_interval_ms / 1000
+        self.on_committed = on_committed  # buffered appends became readable
         self._waiters: deque[tuple[int, Future[None]]] = deque()
         self._cond = threading.Condition()
         self._stop = False
@@ -75,6 +80,7 @@ class FlushService:
         with cl.lock:
             target_ts = cl.last_store_timestamp
         try:
+            cl.files.commit()
             flushed = cl.files.flush()
         except FlushError as e:
             self.last_error = e
@@ -85,6 +91,15 @@ class FlushService:
         self.on_flushed(flushed, target_ts)
         self._complete_waiters(flushed)
         return flushed
+
+    def _commit_only(self) -> None:
+        try:
+            self.commitlog.files.commit()
+        except FlushError as e:
+            self.last_error = e
+            log.error("CommitLog commit failed: %s", e)
+        else:
+            self.on_committed()
 
     def _complete_waiters(self, flushed: int) -> None:
         done: list[Future[None]] = []
@@ -106,14 +121,24 @@ class FlushService:
 
     def _run(self) -> None:
         next_periodic = time.monotonic() + self.periodic_interval_s
+        next_flush = time.monotonic() + self.interval_s
         while not self._stopping():
             with self._cond:
-                if not self.sync:
-                    self._cond.wait(self.interval_s)
-                elif not self._waiters:
-                    self._cond.wait(SYNC_IDLE_S)
+                if self.sync:
+                    if not self._waiters:
+                        self._cond.wait(SYNC_IDLE_S)
+                else:
+                    wait = next_flush - time.monotonic()
+                    if self.commit_interval_s is not None:
+                        wait = min(wait, self.commit_interval_s)
+                    if wait > 0:
+                        self._cond.wait(wait)
             if self._stopping():
                 break
+            if not self.sync and time.monotonic() < next_flush:
+                self._commit_only()
+                continue
+            next_flush = time.monotonic() + self.interval_s
             try:
                 self.flush_once()
             except FlushError:

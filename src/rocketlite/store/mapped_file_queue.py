@@ -124,6 +124,21 @@ class MappedFileQueue:
         return last.file_from_offset + last.wrote
 
     @property
+    def committed_offset(self) -> int:
+        """End of the bytes readers may see (below ``max_offset`` only with a write buffer)."""
+        if not self.files:
+            return 0
+        last = self.files[-1]
+        return last.file_from_offset + last.committed
+
+    def commit(self) -> int:
+        """Write buffered appends of every segment that has some; return ``committed_offset``."""
+        for mf in self.files[-2:]:
+            if mf.committed < mf.wrote:
+                mf.commit()
+        return self.committed_offset
+
+    @property
     def flushed_offset(self) -> int:
         for mf in reversed(self.files):
             if mf.flushed > 0:
@@ -186,7 +201,7 @@ class MappedFileQueue:
         """fdatasync every segment with unflushed bytes; return the flushed offset."""
         pending: list[MappedFile] = []
         for mf in reversed(self.files):
-            if mf.flushed >= mf.wrote and mf.is_full():
+            if mf.flushed >= mf.wrote and mf.is_full():  # is_full: its BLANK is written
                 break  # flushes run in order, so everything before this is durable too
             pending.append(mf)
         for mf in reversed(pending):

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from rocketlite.common.errors import (
     DiskFullError,
+    FlushError,
     FormatError,
     StoreClosedError,
 )
@@ -88,9 +89,13 @@ class MessageStore:
             self.commitlog,
             sync=config.sync_flush,
             interval_ms=config.flush_interval_commit_log,
+            commit_interval_ms=(
+                config.commit_interval_commit_log if config.transient_store_pool_enable else None
+            ),
             on_flushed=self._on_flushed,
             periodic=self.flush_queues,
             periodic_interval_ms=config.flush_interval_consume_queue,
+            on_committed=self.dispatcher.wake,
         )
         self.write_refused: str | None = None  # set by retention when the disk is too full
         self.retention = RetentionService(self, disk_usage)
@@ -214,7 +219,7 @@ class MessageStore:
 
     def _dispatch_limit(self) -> int:
         cl = self.commitlog
-        return cl.flushed_offset if self.config.sync_flush else cl.max_offset
+        return cl.flushed_offset if self.config.sync_flush else cl.committed_offset
 
     def _on_flushed(self, flushed_offset: int, store_timestamp: int) -> None:
         cp = self.checkpoint
@@ -248,6 +253,9 @@ class MessageStore:
             raise StoreClosedError("the store is not running")
         if self.write_refused is not None:
             raise DiskFullError(self.write_refused)
+        err = self.flusher.last_error
+        if err is not None and not self.config.sync_flush:
+            raise FlushError(f"the store cannot write to disk: {err}")
         results = self.commitlog.append(msgs)
         fut: Future[None] | None = None
         if self.config.sync_flush and results:

@@ -111,3 +111,31 @@ def test_sync_flush_hides_messages_until_flushed(tmp_path: Path, monkeypatch: py
         put.flushed.result(5)
         wait_dispatched(s)
         assert s.max_offset_in_queue("TopicTest", 0) == 1
+
+
+def test_transient_store_pool_commits_on_its_interval(tmp_path: Path) -> None:
+    cfg = small_config(tmp_path, transientStorePoolEnable="true", commitIntervalCommitLog="50",
+                       flushIntervalCommitLog="10000")
+    with MessageStore(cfg) as s:
+        [r] = s.put_messages_sync([msg(body=b"pooled")])
+        assert s.commitlog.committed_offset <= r.commit_log_offset + r.size
+        wait_dispatched(s)  # the dispatcher sees the record once the commit (every 50 ms) ran
+        assert s.commitlog.committed_offset >= r.end_offset
+        m = s.look_message(r.commit_log_offset)
+        assert m is not None and m.body == b"pooled"
+    with MessageStore(cfg) as s:  # a clean stop committed and flushed everything
+        m = s.look_message(r.commit_log_offset)
+        assert m is not None and m.body == b"pooled"
+
+
+def test_transient_store_pool_hides_uncommitted_appends(tmp_path: Path) -> None:
+    cfg = small_config(tmp_path, transientStorePoolEnable="true", commitIntervalCommitLog="60000",
+                       flushIntervalCommitLog="60000")
+    with MessageStore(cfg) as s:
+        [r] = s.put_messages_sync([msg()])
+        time.sleep(0.05)
+        assert s.look_message(r.commit_log_offset) is None
+        assert s.max_offset_in_queue("TopicTest", 0) == 0
+        s.flusher.flush_once()  # commit + flush
+        wait_dispatched(s)
+        assert s.max_offset_in_queue("TopicTest", 0) == 1

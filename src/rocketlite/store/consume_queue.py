@@ -203,8 +203,10 @@ class ConsumeQueue:
         self.correct_min_offset(commit_log_min_offset)
         return retired
 
-    def flush(self) -> None:
-        self.files.flush()
+    def flush(self, least_bytes: int = 0) -> bool:
+        """Flush if at least ``least_bytes`` wait; True when nothing is left unflushed."""
+        self.files.flush(least_bytes)
+        return self.files.flushed_offset >= self.files.committed_offset
 
     def close(self) -> None:
         self._last = None

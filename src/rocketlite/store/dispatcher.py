@@ -26,6 +26,7 @@ from rocketlite.store.index_service import IndexService
 log = logging.getLogger(__name__)
 
 IDLE_WAIT_S = 0.001
+DISPATCH_ROUND_BYTES = 4 << 20
 _TAGS = b"TAGS\x01"
 _KEYS = b"KEYS\x01"
 _UNIQ = b"UNIQ_KEY\x01"
@@ -77,10 +78,16 @@ class Dispatcher:
     def dispatch_available(self, limit: int | None = None) -> bool:
         """Dispatch every record below the limit; True if anything was dispatched."""
         end = self.limit() if limit is None else limit
-        if self.dispatch_from >= end:
-            return False
-        with self.lock:
-            return self._dispatch_range(end)
+        progressed = False
+        while self.dispatch_from < end:
+            # Bounded rounds, so the flush thread can take the dirty set between them.
+            with self.lock:
+                before = self.dispatch_from
+                self._dispatch_range(min(end, before + DISPATCH_ROUND_BYTES))
+                if self.dispatch_from == before:
+                    break
+            progressed = True
+        return progressed
 
     def _dispatch_range(self, end: int) -> bool:
         cl = self.commitlog
@@ -158,6 +165,10 @@ class Dispatcher:
             if len(self._topic_names) < 100_000:
                 self._topic_names[topic_b] = name
         return name
+
+    def mark_dirty(self, queues: list[ConsumeQueue]) -> None:
+        with self.lock:
+            self.dirty.update(queues)
 
     def take_dirty(self) -> tuple[list[ConsumeQueue], int]:
         """ConsumeQueues written since the last call, and the store time they cover."""

@@ -170,7 +170,13 @@ class MappedFile:
                 return self.flushed
             try:
                 if self._fd is None:
-                    self.mm.flush()
+                    # msync (mmap.flush) holds the GIL for the whole sync; fdatasync on a
+                    # short-lived descriptor releases it, and covers the same page cache.
+                    fd = os.open(self.path, os.O_RDWR)
+                    try:
+                        os.fdatasync(fd)
+                    finally:
+                        os.close(fd)
                 else:
                     os.fdatasync(self._fd)
             except OSError as e:

@@ -197,8 +197,11 @@ class MappedFileQueue:
 
     # -- flush and truncation ----------------------------------------------------------------
 
-    def flush(self) -> int:
-        """fdatasync every segment with unflushed bytes; return the flushed offset."""
+    def flush(self, least_bytes: int = 0) -> int:
+        """fdatasync every segment with unflushed bytes, unless fewer than ``least_bytes`` wait
+        (RocketMQ's flush-least-pages); return the flushed offset."""
+        if least_bytes and self.committed_offset - self.flushed_offset < least_bytes:
+            return self.flushed_offset
         pending: list[MappedFile] = []
         for mf in reversed(self.files):
             if mf.flushed >= mf.wrote and mf.is_full():  # is_full: its BLANK is written

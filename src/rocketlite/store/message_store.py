@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import resource
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -46,6 +47,13 @@ from rocketlite.store.recovery import RecoveryResult, recover_commitlog
 from rocketlite.store.retention import RetentionService
 
 log = logging.getLogger(__name__)
+
+
+# ConsumeQueues are flushed when 2 pages wait, and all of them every 60 s (RocketMQ's
+# flushConsumeQueueLeastPages and flushConsumeQueueThoroughInterval); a crash rebuilds the rest
+# from the CommitLog.
+CQ_FLUSH_LEAST_BYTES = 2 * 4096
+CQ_THOROUGH_FLUSH_INTERVAL_S = 60.0
 
 
 def _raise_open_file_limit() -> None:
@@ -100,6 +108,7 @@ class MessageStore:
         self.write_refused: str | None = None  # set by retention when the disk is too full
         self.retention = RetentionService(self, disk_usage)
         self.recovery: RecoveryResult | None = None
+        self._next_thorough_flush = 0.0
         self.running = False
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -231,13 +240,20 @@ class MessageStore:
 
     def flush_queues(self) -> None:
         """Flush dirty ConsumeQueues and the index, then the checkpoint (FlushConsumeQueueService)."""
+        now = time.monotonic()
+        thorough = not self.running or now >= self._next_thorough_flush
+        if thorough:
+            self._next_thorough_flush = now + CQ_THOROUGH_FLUSH_INTERVAL_S
         dirty, logics_ts = self.dispatcher.take_dirty()
-        for cq in dirty:
-            cq.flush()
+        least = 0 if thorough else CQ_FLUSH_LEAST_BYTES
+        still_dirty = [cq for cq in dirty if not cq.flush(least)]
+        if still_dirty:
+            self.dispatcher.mark_dirty(still_dirty)
         cp = self.checkpoint
         if cp is None:
             return
-        if logics_ts:
+        if logics_ts and thorough:
+            # Only a thorough flush covers every queue up to this record.
             cp.logics_msg_timestamp = logics_ts
         if self.index is not None:
             index_ts = self.index.flush()

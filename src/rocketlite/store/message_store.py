@@ -156,7 +156,9 @@ class MessageStore:
             if self.index.end_phy_offset() > 0:
                 dispatch_from = min(dispatch_from, self.index.end_phy_offset())
         if abnormal:
-            dispatch_from = min(dispatch_from, result.scan_start)
+            # Queues and index are durable up to the checkpoint's smallest timestamp; rebuild
+            # everything stored after it (units are rewritten in place, so overlap is harmless).
+            dispatch_from = min(dispatch_from, result.redispatch_from)
         dispatch_from = max(min(dispatch_from, valid_end), self.commitlog.min_offset)
         log.info("dispatching CommitLog [%d, %d) to rebuild queues", dispatch_from, valid_end)
         self.dispatcher.dispatch_from = dispatch_from

@@ -31,6 +31,7 @@ NORMAL_RECOVERY_FILES = 3
 class RecoveryResult:
     valid_end: int  # CommitLog offset after the last good record
     scan_start: int  # CommitLog offset where verification began
+    redispatch_from: int  # first record stored after the checkpoint's smallest timestamp
     records: int  # records verified
     seconds: float
 
@@ -54,32 +55,37 @@ def _start_index(files: list[MappedFile], abnormal: bool, min_timestamp: int) ->
     return 0
 
 
-def _scan_segment(mf: MappedFile) -> tuple[int, int, bool]:
-    """Verify records from the start; return (valid end position, records, reached BLANK)."""
+def _scan_segment(mf: MappedFile, after_ts: int) -> tuple[int, int, bool, int | None]:
+    """Verify records from the start; return (valid end position, records, reached BLANK,
+    position of the first record stored after ``after_ts`` or None)."""
     mm = mf.mm
     size_limit = mf.file_size
     pos = 0
     n = 0
+    first_after: int | None = None
     check = rec.check_record
+    store_ts = rec.read_store_timestamp
     while pos < size_limit:
         try:
             size = check(mm, pos, size_limit, True)
         except CorruptRecordError as e:
             if mm[pos : pos + 8] != b"\x00" * 8:
                 log.warning("recovery: %s in %s; cutting the log here", e, mf.path.name)
-            return pos, n, False
+            return pos, n, False, first_after
         if size == 0:
-            return pos, n, True
+            return pos, n, True, first_after
+        if first_after is None and store_ts(mm, pos) > after_ts:
+            first_after = pos
         pos += size
         n += 1
-    return pos, n, False
+    return pos, n, False, first_after
 
 
 def recover_commitlog(cl: CommitLog, abnormal: bool, min_timestamp: int) -> RecoveryResult:
     t0 = time.perf_counter()
     files = cl.files.files
     if not files:
-        return RecoveryResult(0, 0, 0, 0.0)
+        return RecoveryResult(0, 0, 0, 0, 0.0)
     start_idx = _start_index(files, abnormal, min_timestamp)
     for mf in files[:start_idx]:
         mf.set_positions(mf.file_size)
@@ -91,8 +97,11 @@ def recover_commitlog(cl: CommitLog, abnormal: bool, min_timestamp: int) -> Reco
     )
     records = 0
     valid_end = scan_start
+    redispatch_from: int | None = None
     for mf in files[start_idx:]:
-        end, n, blank = _scan_segment(mf)
+        end, n, blank, first_after = _scan_segment(mf, min_timestamp if abnormal else -1)
+        if redispatch_from is None and first_after is not None:
+            redispatch_from = mf.file_from_offset + first_after
         records += n
         valid_end = mf.file_from_offset + end
         log.info("recovery: segment %s verified, %d records, %d bytes", mf.path.name, n, end)
@@ -107,4 +116,7 @@ def recover_commitlog(cl: CommitLog, abnormal: bool, min_timestamp: int) -> Reco
     log.info(
         "recovery done: %d records verified, valid end %d, %.3f s", records, valid_end, seconds
     )
-    return RecoveryResult(valid_end, scan_start, records, seconds)
+    return RecoveryResult(
+        valid_end, scan_start, valid_end if redispatch_from is None else redispatch_from,
+        records, seconds,
+    )

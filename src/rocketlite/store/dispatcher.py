@@ -100,7 +100,7 @@ class Dispatcher:
                 break
             pos = start - mf.file_from_offset
             limit = min(mf.committed, end - mf.file_from_offset)
-            pos = self._dispatch_segment(mf.mm, pos, limit)
+            pos = self._dispatch_segment(mf.mm, pos, limit, mf.committed)
             if pos == _SEGMENT_DONE:
                 start = mf.file_from_offset + mf.file_size  # BLANK: go on in the next segment
                 continue
@@ -110,9 +110,11 @@ class Dispatcher:
         self.dispatch_from = start
         return progressed
 
-    def _dispatch_segment(self, buf: mmap.mmap, pos: int, limit: int) -> int:
+    def _dispatch_segment(self, buf: mmap.mmap, pos: int, limit: int, readable: int) -> int:
         """Dispatch records in [pos, limit) of one segment; return where it stopped, or
-        ``_SEGMENT_DONE`` at the BLANK record that closes the segment."""
+        ``_SEGMENT_DONE`` at the BLANK record that closes the segment. ``readable`` is the
+        segment's committed end: a record running past ``limit`` but not past it is simply left
+        for the next round."""
         index = self.index
         cq_of = self.consume_queue
         queues = self._queues
@@ -151,11 +153,12 @@ class Dispatcher:
             self.last_store_timestamp = last_ts
         if pos < limit:
             try:
-                if rec.check_head(buf, pos, limit) == 0:
+                if rec.check_head(buf, pos, readable) == 0:
                     return _SEGMENT_DONE
-            except CorruptRecordError:
-                pass
-            log.error("corrupt record at CommitLog position %d; dispatch waits", pos)
+                rec.check_record(buf, pos, readable, False)
+                return pos  # a whole record that ends past this round's limit
+            except CorruptRecordError as e:
+                log.error("CommitLog position %d: %s; dispatch waits", pos, e)
         return pos
 
     def _topic_name(self, topic_b: bytes) -> str:

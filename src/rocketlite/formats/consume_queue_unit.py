@@ -16,6 +16,7 @@ the end of written data.
 
 from __future__ import annotations
 
+import functools
 import struct
 
 CQ_UNIT = struct.Struct(">qiq")
@@ -35,3 +36,9 @@ def decode_cq_unit(buf: bytes | memoryview, pos: int = 0) -> tuple[int, int, int
 
 def is_valid_unit(commit_log_offset: int, size: int) -> bool:
     return commit_log_offset >= 0 and size > 0
+
+
+@functools.lru_cache(maxsize=1024)
+def units_struct(count: int) -> struct.Struct:
+    """A Struct packing ``count`` consecutive units in one call."""
+    return struct.Struct(">" + "qiq" * count)

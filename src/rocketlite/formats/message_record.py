@@ -9,7 +9,7 @@ RocketMQ). All integers are big-endian.
 ====  ===========================  =====================  ======================================
  1    TOTALSIZE                    4                      whole record, this field included
  2    MAGICCODE                    4                      V1 0xDAA320A7, V2 0xDAA320AB, BLANK 0xCBD43194
- 3    BODYCRC                      4                      zlib.crc32(body) & 0x7FFFFFFF
+ 3    BODYCRC                      4                      crc32(body) & 0x7FFFFFFF
  4    QUEUEID                      4
  5    FLAG                         4                      the client's flag, opaque to the store
  6    QUEUEOFFSET                  8                      logical offset in its ConsumeQueue
@@ -36,7 +36,6 @@ at least ``END_FILE_MIN_BLANK_LENGTH`` (8) bytes are always left for it.
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
@@ -46,6 +45,13 @@ from rocketlite.formats.properties import decode_properties
 
 if TYPE_CHECKING:
     import mmap
+
+    def crc32(data: bytes | bytearray | memoryview | mmap.mmap, value: int = 0, /) -> int: ...
+else:
+    try:  # ISA-L's CRC32: the same polynomial as zlib, 3x faster on 128 B and 4 KiB bodies here
+        from isal.isal_zlib import crc32
+    except ImportError:  # pragma: no cover - isal has wheels for every platform we install on
+        from zlib import crc32
 
 Buffer: TypeAlias = "bytes | bytearray | memoryview | mmap.mmap"
 
@@ -83,7 +89,7 @@ FIXED_SIZE_V4 = HEAD_SIZE + 8 + 8 + 8 + 4 + 8 + 4 + 1 + 2
 
 def body_crc(body: bytes | memoryview) -> int:
     """BODYCRC as Java's ``UtilAll.crc32`` stores it: CRC32 masked to 31 bits."""
-    return zlib.crc32(body) & 0x7FFFFFFF
+    return crc32(body) & 0x7FFFFFFF
 
 
 def host_len(v6: bool) -> int:
@@ -119,6 +125,46 @@ def record_struct(sys_flag: int, body_len: int, topic_len: int, props_len: int) 
             _STRUCTS.clear()
         _STRUCTS[key] = st
     return st
+
+
+def batch_struct(mid_len: int, body_len: int, topic_block_len: int, props_len: int) -> struct.Struct:
+    """A Struct packing one record of a batch in 13 fields instead of 22.
+
+    The fields a batch shares are pre-packed: SYSFLAG through PREPAREDTRANSACTIONOFFSET as one
+    ``mid`` block (``batch_mid``) and TOPICLENGTH + TOPIC as one topic block (``topic_block``).
+    Per record: TOTALSIZE, MAGIC (4 bytes), BODYCRC, QUEUEID, FLAG, QUEUEOFFSET, PHYSICALOFFSET,
+    mid, BODYLENGTH, BODY, topic block, PROPERTIESLENGTH, PROPERTIES.
+    """
+    key = (-1 - mid_len, body_len, topic_block_len, props_len)
+    st = _STRUCTS.get(key)
+    if st is None:
+        st = struct.Struct(f">i4sIiiqq{mid_len}si{body_len}s{topic_block_len}sH{props_len}s")
+        if len(_STRUCTS) >= _STRUCTS_MAX:
+            _STRUCTS.clear()
+        _STRUCTS[key] = st
+    return st
+
+
+def batch_mid(
+    sys_flag: int, born_timestamp: int, born_host: bytes, born_port: int,
+    store_timestamp: int, store_host: bytes, store_port: int,
+) -> bytes:
+    """Fields 8-14 of a record with no reconsume count and no prepared-transaction offset."""
+    return struct.pack(
+        f">iq{len(born_host)}siq{len(store_host)}siiq", sys_flag, born_timestamp, born_host,
+        born_port, store_timestamp, store_host, store_port, 0, 0,
+    )
+
+
+def topic_block(topic: bytes) -> bytes:
+    """Field 16: the topic with its 1-byte (V1) or 2-byte (V2) length prefix."""
+    if len(topic) > TOPIC_V1_MAX_BYTES:
+        return _U16.pack(len(topic)) + topic
+    return bytes((len(topic),)) + topic
+
+
+def magic_for(topic: bytes) -> int:
+    return MAGIC_V2 if len(topic) > TOPIC_V1_MAX_BYTES else MAGIC_V1
 
 
 def encode_record(
@@ -297,7 +343,7 @@ def _parse(buf: Buffer, pos: int, limit: int, verify_crc: bool) -> tuple[int, ..
             f"record at position {pos}: fields add up to {p + props_len - pos} bytes, TOTALSIZE {size}"
         )
     if verify_crc:
-        crc = zlib.crc32(memoryview(buf)[body_at : body_at + body_len]) & 0x7FFFFFFF
+        crc = crc32(memoryview(buf)[body_at : body_at + body_len]) & 0x7FFFFFFF
         if crc != head[2]:
             raise CorruptRecordError(f"body CRC mismatch at position {pos}")
         # BODYCRC does not cover the topic and properties: a write torn there leaves zeros that

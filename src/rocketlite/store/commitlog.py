@@ -18,20 +18,32 @@ import re
 import struct
 import threading
 import time
-import zlib
+from bisect import bisect_right
+from collections import deque
 from collections.abc import Callable, Sequence
+from itertools import accumulate, repeat
+from operator import and_, attrgetter
 
 from rocketlite.common.errors import MessageIllegalError, StoreError
 from rocketlite.formats import message_record as rec
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.mapped_file import MappedFile
 from rocketlite.store.mapped_file_queue import Allocator, MappedFileQueue
-from rocketlite.store.message import AppendResult, MessageToStore
+from rocketlite.store.message import (
+    AppendResult,
+    BatchAppendResult,
+    DispatchHint,
+    MessageBatch,
+    MessageToStore,
+)
 
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 TOPIC_MAX_BYTES = 1024
 QUEUE_ID_MAX = 65535
 _TXN_NO_QUEUE = (rec.SYSFLAG_TRANSACTION_PREPARED, rec.SYSFLAG_TRANSACTION_ROLLBACK)
+DISPATCH_HINTS_MAX = 4096
+_pack = struct.Struct.pack
+_size = attrgetter("size")
 
 
 def now_ms() -> int:
@@ -59,6 +71,9 @@ class CommitLog:
         self.store_port = config.listen_port
         self._host_flag = rec.SYSFLAG_STOREHOST_V6 if len(self.store_host) == 16 else 0
         self._topics: dict[str, bytes] = {}
+        # Appended by batch appends (under ``lock``), popped by the dispatcher only; bounded by
+        # a length check, never by eviction, so the dispatcher can peek at the head safely.
+        self.dispatch_hints: deque[DispatchHint] = deque()
         # Records must leave room for the BLANK record that closes a segment.
         self.max_record_size = config.mapped_file_size_commit_log - rec.END_FILE_MIN_BLANK_LENGTH
 
@@ -154,7 +169,7 @@ class CommitLog:
     def append(self, msgs: Sequence[MessageToStore]) -> list[AppendResult]:
         """Append a batch; all or nothing on validation, in order, under the CommitLog lock."""
         prepared = self._prepare(msgs)
-        crc32 = zlib.crc32
+        crc32 = rec.crc32
         v1, v2, v1_max = rec.MAGIC_V1, rec.MAGIC_V2, rec.TOPIC_V1_MAX_BYTES
         store_host, store_port = self.store_host, self.store_port
         no_queue = _TXN_NO_QUEUE
@@ -203,6 +218,103 @@ class CommitLog:
             self._write(mf, chunks)
             self.last_store_timestamp = now
         return results
+
+    def _check_batch(self, b: MessageBatch, blens: list[int], plens: list[int]) -> bytes:
+        tb = self.topic_bytes(b.topic)
+        n = len(blens)
+        if not n or len(plens) != n or (b.flags is not None and len(b.flags) != n):
+            raise MessageIllegalError(
+                f"a batch needs one properties entry (and flag) per body: {n} bodies, "
+                f"{len(plens)} properties, {'no' if b.flags is None else len(b.flags)} flags"
+            )
+        if b.sys_flag & rec.SYSFLAG_TRANSACTION_MASK:
+            raise MessageIllegalError("a batch cannot carry transactional messages")
+        if not 0 <= b.queue_id <= QUEUE_ID_MAX:
+            raise MessageIllegalError(f"queue id {b.queue_id} is out of range 0..{QUEUE_ID_MAX}")
+        if len(b.born_host) not in (4, 16):
+            raise MessageIllegalError(f"born host has {len(b.born_host)} bytes, expected 4 or 16")
+        biggest = max(blens)
+        if biggest > self.config.max_message_size:
+            raise MessageIllegalError(
+                f"message body is {biggest} bytes, larger than maxMessageSize "
+                f"{self.config.max_message_size}"
+            )
+        if max(plens) > 32767:
+            raise MessageIllegalError(f"properties are {max(plens)} bytes, the limit is 32767")
+        flags = b.sys_flag | self._host_flag | (rec.SYSFLAG_BORNHOST_V6 if len(b.born_host) == 16 else 0)
+        size = rec.record_size(biggest, len(tb), max(plens), flags)
+        if size > self.max_record_size:
+            raise MessageIllegalError(
+                f"record of {size} bytes does not fit a CommitLog segment of "
+                f"{self.config.mapped_file_size_commit_log} bytes"
+            )
+        return tb
+
+    def append_batch(self, b: MessageBatch) -> BatchAppendResult:
+        """Append a batch of one topic and queue; all or nothing on validation.
+
+        The per-message work is a handful of C-level ``map`` passes (lengths, CRCs, one
+        ``Struct.pack`` per record with the shared fields pre-packed) and one write per segment.
+        """
+        bodies, props = b.bodies, b.properties
+        blens = list(map(len, bodies))
+        plens = list(map(len, props))
+        tb = self._check_batch(b, blens, plens)
+        n = len(blens)
+        sys_flag = b.sys_flag | self._host_flag
+        if len(b.born_host) == 16:
+            sys_flag |= rec.SYSFLAG_BORNHOST_V6
+        topic_block = rec.topic_block(tb)
+        magic = struct.pack(">i", rec.magic_for(tb))
+        born = (sys_flag, b.born_timestamp, b.born_host, b.born_port)
+        mid_len = len(rec.batch_mid(*born, 0, self.store_host, self.store_port))
+        structs = list(map(rec.batch_struct, repeat(mid_len, n), blens, repeat(len(topic_block), n),
+                           plens))
+        sizes = list(map(_size, structs))
+        crcs = list(map(and_, map(rec.crc32, bodies), repeat(0x7FFFFFFF)))
+        offsets: list[int] = []
+        key = (b.topic, b.queue_id)
+        with self.lock:
+            now = self.clock()
+            mid = rec.batch_mid(*born, now, self.store_host, self.store_port)
+            qbase = self.topic_queue_table.get(key, 0)
+            mf = self.files.next_file(0)
+            done = 0
+            try:
+                while done < n:
+                    mf.write_buffered = self.write_buffered
+                    free = mf.file_size - mf.wrote - rec.END_FILE_MIN_BLANK_LENGTH
+                    ends = list(accumulate(sizes[done:], initial=0))
+                    k = bisect_right(ends, free) - 1
+                    if k == 0:
+                        self._close_segment(mf)
+                        mf = self.files.next_file()
+                        continue
+                    stop = done + k
+                    base = mf.file_from_offset + mf.wrote
+                    starts = list(accumulate(sizes[done:stop - 1], initial=base))
+                    q0 = qbase + done
+                    part_props = props[done:stop] if done or stop < n else props
+                    mf.append(b"".join(map(
+                        _pack, structs[done:stop], sizes[done:stop], repeat(magic, k),
+                        crcs[done:stop], repeat(b.queue_id, k),
+                        b.flags[done:stop] if b.flags is not None else repeat(0, k),
+                        range(q0, q0 + k), starts, repeat(mid, k), blens[done:stop],
+                        bodies[done:stop], repeat(topic_block, k), plens[done:stop], part_props,
+                    )))
+                    if len(self.dispatch_hints) < DISPATCH_HINTS_MAX:
+                        self.dispatch_hints.append(DispatchHint(
+                            base, base + ends[k], b.topic, b.queue_id, q0, starts,
+                            sizes[done:stop], part_props, now,
+                        ))
+                    offsets += starts
+                    done = stop
+            finally:
+                # Whatever reached the log keeps its queue offsets, even if a later write failed.
+                if done:
+                    self.topic_queue_table[key] = qbase + done
+                    self.last_store_timestamp = now
+        return BatchAppendResult(offsets, sizes, qbase, now)
 
     @staticmethod
     def _write(mf: MappedFile, chunks: list[bytes]) -> None:

@@ -9,9 +9,11 @@ the same bytes (idempotent) and fills any hole a torn write left.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from itertools import chain
 from pathlib import Path
 
-from rocketlite.formats.consume_queue_unit import CQ_UNIT, CQ_UNIT_SIZE, is_valid_unit
+from rocketlite.formats.consume_queue_unit import CQ_UNIT, CQ_UNIT_SIZE, is_valid_unit, units_struct
 from rocketlite.store.mapped_file import MappedFile
 from rocketlite.store.mapped_file_queue import MappedFileQueue
 
@@ -89,6 +91,28 @@ class ConsumeQueue:
         phys_end = commit_log_offset + size
         if phys_end > self.max_physic_end:
             self.max_physic_end = phys_end
+
+    def put_batch(
+        self, offsets: Sequence[int], sizes: Sequence[int], tags_codes: Sequence[int],
+        queue_offset: int,
+    ) -> None:
+        """Write consecutive units from ``queue_offset``: one pack and one copy when they extend
+        the newest segment, else unit by unit."""
+        n = len(offsets)
+        pos = queue_offset * CQ_UNIT_SIZE
+        mf = self._last
+        rel = pos - mf.file_from_offset if mf is not None else -1
+        if mf is not None and rel == mf.wrote and rel + n * CQ_UNIT_SIZE <= self.file_size:
+            mf.mm[rel : rel + n * CQ_UNIT_SIZE] = units_struct(n).pack(
+                *chain.from_iterable(zip(offsets, sizes, tags_codes, strict=True))
+            )
+            mf.wrote = rel + n * CQ_UNIT_SIZE
+            end = offsets[-1] + sizes[-1]
+            if end > self.max_physic_end:
+                self.max_physic_end = end
+            return
+        for i in range(n):
+            self.put(offsets[i], sizes[i], tags_codes[i], queue_offset + i)
 
     # -- reading -----------------------------------------------------------------------------
 

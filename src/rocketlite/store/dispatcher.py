@@ -22,6 +22,7 @@ from rocketlite.formats.properties import find_property
 from rocketlite.store.commitlog import CommitLog
 from rocketlite.store.consume_queue import ConsumeQueue
 from rocketlite.store.index_service import IndexService
+from rocketlite.store.message import DispatchHint
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,10 @@ _KEYS = b"KEYS\x01"
 _UNIQ = b"UNIQ_KEY\x01"
 _SEGMENT_DONE = -1
 Listener = Callable[[str, int, int], None]
+
+
+def _tags_code_of(props: bytes) -> int:
+    return tags_code(find_property(props, _TAGS)) if props else 0
 
 
 class Dispatcher:
@@ -52,6 +57,7 @@ class Dispatcher:
         self.dirty: set[ConsumeQueue] = set()
         self._queues: dict[tuple[bytes, int], ConsumeQueue] = {}
         self._topic_names: dict[bytes, str] = {}
+        self._queues_by_name: dict[tuple[str, int], ConsumeQueue] = {}
         self.lock = threading.Lock()  # held while dispatching; flushers take it to snapshot
         self._wake = threading.Event()
         self._stop = False
@@ -91,24 +97,68 @@ class Dispatcher:
 
     def _dispatch_range(self, end: int) -> bool:
         cl = self.commitlog
+        hints = cl.dispatch_hints
         start = self.dispatch_from
         if start < cl.min_offset:
             start = cl.min_offset
         while start < end:
+            while hints and hints[0].end <= start:
+                hints.popleft()  # already dispatched (or below a truncation)
+            stop = end
+            if hints:
+                h = hints[0]
+                if h.start == start:
+                    if h.end > end:
+                        break  # not yet flushed (SYNC_FLUSH) or committed (transient pool)
+                    self._dispatch_hint(h)
+                    hints.popleft()
+                    start = h.end
+                    continue
+                if h.start > start:
+                    stop = min(end, h.start)  # parse up to the next run the writer described
             mf = cl.files.find(start)
             if mf is None:
                 break
-            pos = start - mf.file_from_offset
-            limit = min(mf.committed, end - mf.file_from_offset)
-            pos = self._dispatch_segment(mf.mm, pos, limit, mf.committed)
+            base = mf.file_from_offset
+            pos = self._dispatch_segment(
+                mf.mm, start - base, min(mf.committed, stop - base), mf.committed
+            )
             if pos == _SEGMENT_DONE:
-                start = mf.file_from_offset + mf.file_size  # BLANK: go on in the next segment
+                start = base + mf.file_size  # BLANK: go on in the next segment
                 continue
-            start = mf.file_from_offset + pos
-            break  # reached the limit, or a corrupt record that recovery must deal with
+            reached, start = base + pos, base + pos
+            if reached < stop or stop == end:
+                break  # the limit, or a record past it, or a corrupt record for recovery
         progressed = start != self.dispatch_from
         self.dispatch_from = start
         return progressed
+
+    def _dispatch_hint(self, h: DispatchHint) -> None:
+        """Dispatch a run of records of one topic and queue that an append described."""
+        key = (h.topic, h.queue_id)
+        cq = self._queues_by_name.get(key)
+        if cq is None:
+            cq = self._queues_by_name[key] = self.consume_queue(h.topic, h.queue_id)
+        props = h.properties
+        n = len(props)
+        if props.count(props[0]) == n:  # one property string for the whole run: one tags code
+            codes: list[int] = [_tags_code_of(props[0])] * n
+        else:
+            codes = list(map(_tags_code_of, props))
+        cq.put_batch(h.offsets, h.sizes, codes, h.queue_offset)
+        self.dirty.add(cq)
+        self.last_store_timestamp = h.store_timestamp
+        index = self.index
+        if index is not None:
+            for i, p in enumerate(props):
+                if _KEYS in p or _UNIQ in p:
+                    keys = find_property(p, _KEYS)
+                    uniq = find_property(p, _UNIQ)
+                    if keys or uniq:
+                        index.build(h.topic, keys.split(" ") if keys else [], uniq, h.offsets[i],
+                                    h.store_timestamp)
+        for fn in self.listeners:
+            fn(h.topic, h.queue_id, h.queue_offset + n)
 
     def _dispatch_segment(self, buf: mmap.mmap, pos: int, limit: int, readable: int) -> int:
         """Dispatch records in [pos, limit) of one segment; return where it stopped, or

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -40,3 +41,57 @@ class AppendResult(NamedTuple):
     @property
     def end_offset(self) -> int:
         return self.commit_log_offset + self.size
+
+
+@dataclass(slots=True)
+class MessageBatch:
+    """Messages for one topic and queue appended together (RocketMQ's ``MessageExtBatch``).
+
+    Column-wise, so the store encodes the batch without a Python object per message: ``bodies``
+    and ``properties`` (encoded property strings, one per body) run in parallel; ``flags`` is one
+    per body or None for all zero. The born host, port, timestamp and ``sys_flag`` are shared.
+    Batches carry no transactional or reconsume state, as in RocketMQ.
+    """
+
+    topic: str
+    queue_id: int
+    bodies: Sequence[bytes]
+    properties: Sequence[bytes]
+    flags: Sequence[int] | None = None
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: bytes = LOOPBACK_V4
+    born_port: int = 0
+
+
+@dataclass(slots=True)
+class BatchAppendResult:
+    """Where a batch landed: its records are consecutive in the CommitLog unless the batch was
+    split at a segment end, and their queue offsets are consecutive."""
+
+    offsets: list[int]
+    sizes: list[int]
+    queue_offset: int
+    store_timestamp: int
+
+    def __len__(self) -> int:
+        return len(self.sizes)
+
+    @property
+    def end_offset(self) -> int:
+        return self.offsets[-1] + self.sizes[-1] if self.sizes else 0
+
+
+class DispatchHint(NamedTuple):
+    """What an append already knows about a run of records it wrote, so the dispatcher need not
+    parse them: CommitLog range [start, end) in one segment, one topic and queue."""
+
+    start: int
+    end: int
+    topic: str
+    queue_id: int
+    queue_offset: int
+    offsets: list[int]
+    sizes: list[int]
+    properties: Sequence[bytes]
+    store_timestamp: int

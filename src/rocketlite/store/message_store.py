@@ -42,7 +42,7 @@ from rocketlite.store.flush import FlushService
 from rocketlite.store.get_message import GetMessageResult, get_message
 from rocketlite.store.index_service import IndexService
 from rocketlite.store.mapped_file_queue import Allocator
-from rocketlite.store.message import AppendResult, MessageToStore
+from rocketlite.store.message import AppendResult, BatchAppendResult, MessageBatch, MessageToStore
 from rocketlite.store.recovery import RecoveryResult, recover_commitlog
 from rocketlite.store.retention import RetentionService
 
@@ -68,6 +68,12 @@ class PutResult:
     results: list[AppendResult]
     flushed: Future[None] | None = None  # SYNC_FLUSH: completes when the batch is durable
     msg_ids: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class PutBatchResult:
+    result: BatchAppendResult
+    flushed: Future[None] | None = None  # SYNC_FLUSH: completes when the batch is durable
 
 
 class MessageStore:
@@ -265,8 +271,7 @@ class MessageStore:
 
     # -- writing -----------------------------------------------------------------------------
 
-    def put_messages(self, msgs: Sequence[MessageToStore]) -> PutResult:
-        """Append a batch. Under SYNC_FLUSH, ``PutResult.flushed`` completes when it is durable."""
+    def _check_writable(self) -> None:
         if not self.running:
             raise StoreClosedError("the store is not running")
         if self.write_refused is not None:
@@ -274,6 +279,10 @@ class MessageStore:
         err = self.flusher.last_error
         if err is not None and not self.config.sync_flush:
             raise FlushError(f"the store cannot write to disk: {err}")
+
+    def put_messages(self, msgs: Sequence[MessageToStore]) -> PutResult:
+        """Append a batch. Under SYNC_FLUSH, ``PutResult.flushed`` completes when it is durable."""
+        self._check_writable()
         results = self.commitlog.append(msgs)
         fut: Future[None] | None = None
         if self.config.sync_flush and results:
@@ -281,6 +290,17 @@ class MessageStore:
         else:
             self.dispatcher.wake()
         return PutResult(results, fut)
+
+    def put_batch(self, batch: MessageBatch) -> PutBatchResult:
+        """Append a batch of one topic and queue (SEND_BATCH_MESSAGE); see ``put_messages``."""
+        self._check_writable()
+        result = self.commitlog.append_batch(batch)
+        fut: Future[None] | None = None
+        if self.config.sync_flush:
+            fut = self.flusher.request(result.end_offset)
+        else:
+            self.dispatcher.wake()
+        return PutBatchResult(result, fut)
 
     def put_messages_sync(self, msgs: Sequence[MessageToStore]) -> list[AppendResult]:
         """Append and, under SYNC_FLUSH, wait up to ``syncFlushTimeout`` for durability."""

@@ -3,8 +3,10 @@
 Measures, in one run on this machine:
   * the disk's own sequential write bandwidth (1 MiB pwrite + one fdatasync at the end),
   * appends/s and MB/s for 128 B, 1 KiB and 4 KiB bodies, ASYNC_FLUSH and SYNC_FLUSH,
-    with 1, 100 and 10,000 topics (one queue each), appended in batches,
-  * dispatch lag (time from the end of the appends until every ConsumeQueue unit is written),
+    with 1, 100 and 10,000 topics (one queue each), appended as batches of one topic each
+    (``MessageStore.put_batch``, what SEND_BATCH_MESSAGE does) with the dispatcher running,
+  * dispatch lag (time from the end of the appends until every ConsumeQueue unit is written)
+    and the end-to-end rate (messages / (append time + lag)),
   * recovery time of a 1 GiB CommitLog after a crash (abort file present, full CRC re-verify).
 
 Usage: python bench/store_bench.py [--quick] [--dir DIR] [--json OUT]
@@ -18,11 +20,12 @@ import os
 import shutil
 import tempfile
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 from rocketlite.formats.properties import encode_properties
 from rocketlite.store.config import StoreConfig
-from rocketlite.store.message import MessageToStore
+from rocketlite.store.message import MessageBatch, MessageToStore
 from rocketlite.store.message_store import MessageStore
 
 MiB = 1 << 20
@@ -53,44 +56,69 @@ def make_config(root: Path, flush: str, segment: int = 1 << 30, index: bool = Tr
     })
 
 
+def wait_dispatch(store: MessageStore, timeout_s: float) -> float:
+    t0 = time.perf_counter()
+    deadline = time.monotonic() + timeout_s
+    while store.dispatcher.dispatch_from < store.commitlog.max_offset:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"dispatch did not catch up within {timeout_s} s")
+        time.sleep(0.0005)
+    return time.perf_counter() - t0
+
+
 def bench_append(root: Path, flush: str, body_size: int, topics: int, total_bytes: int,
-                 batch: int) -> dict[str, float]:
+                 batch: int, uniq_keys: bool, dispatch: bool) -> dict[str, float]:
+    """Append ``total_bytes`` of bodies as batches of ``batch`` messages (one topic per batch,
+    topics in turn). With ``dispatch`` the dispatcher runs alongside and the figure is how long
+    it then takes to catch up (the lag); without, it is paused and the figure is how long it
+    takes alone to dispatch everything (its own rate)."""
     shutil.rmtree(root, ignore_errors=True)
     n = max(batch, total_bytes // body_size)
-    body = os.urandom(body_size)
-    props = encode_properties({"TAGS": "TagA"})
+    bodies = [os.urandom(body_size) for _ in range(batch)]
     names = [f"BenchTopic{t}" for t in range(topics)]
-    msgs = [MessageToStore(topic=names[i % topics], body=body, properties=props)
-            for i in range(min(n, 100_000))]
-    with MessageStore(make_config(root, flush)) as store:
-        # warm up: create every topic's ConsumeQueue before timing
-        store.put_messages_sync(msgs[: max(topics, 1)])
-        deadline = time.monotonic() + 120
-        while store.dispatcher.dispatch_from < store.commitlog.max_offset:
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.001)
+
+    def props(i: int) -> bytes:
+        d = {"TAGS": "TagA"}
+        if uniq_keys:
+            d["UNIQ_KEY"] = f"{i:032X}"
+        return encode_properties(d).encode()
+
+    same = [props(0)] * batch
+    batches = [MessageBatch(topic=names[t], queue_id=0, bodies=bodies,
+                            properties=[props(t * batch + i) for i in range(batch)]
+                            if uniq_keys else same)
+               for t in range(topics)]
+    with MessageStore(make_config(root, flush, index=uniq_keys)) as store:
+        for name in names:  # create every topic's ConsumeQueue before timing
+            store.put_batch(MessageBatch(topic=name, queue_id=0, bodies=bodies[:1],
+                                         properties=same[:1]))
+        wait_dispatch(store, 600)
+        if not dispatch:
+            store.dispatcher.shutdown()
         done = 0
-        pending = []
+        pending: list[Future[None]] = []
         t0 = time.perf_counter()
+        i = 0
         while done < n:
-            chunk = msgs[done % len(msgs): done % len(msgs) + batch]
-            put = store.put_messages(chunk)
+            put = store.put_batch(batches[i])
+            i = i + 1 if i + 1 < topics else 0
             if put.flushed is not None:
                 pending.append(put.flushed)
                 if len(pending) > 64:
                     pending.pop(0).result(5)
-            done += len(chunk)
+            done += batch
         for f in pending:
             f.result(10)
         dt = time.perf_counter() - t0
-        t1 = time.perf_counter()
-        while store.dispatcher.dispatch_from < store.commitlog.max_offset:
-            time.sleep(0.0005)
-        lag = time.perf_counter() - t1
+        if dispatch:
+            lag = wait_dispatch(store, 600)
+        else:
+            t1 = time.perf_counter()
+            store.dispatcher.dispatch_available(store.commitlog.max_offset)
+            lag = time.perf_counter() - t1
     shutil.rmtree(root, ignore_errors=True)
     return {"msgs_per_s": done / dt, "mb_per_s": done * body_size / dt / 1e6,
-            "dispatch_lag_s": lag, "messages": done}
+            "dispatch_s": lag, "messages": done, "end_to_end_msgs_per_s": done / (dt + lag)}
 
 
 def bench_recovery(root: Path, size: int) -> dict[str, float]:
@@ -116,6 +144,9 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="smaller volumes, for a smoke run")
     ap.add_argument("--dir", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--batch", type=int, default=256, help="messages per batch append")
+    ap.add_argument("--uniq-keys", action="store_true",
+                    help="give every message a UNIQ_KEY and build the IndexFile, as clients do")
     args = ap.parse_args()
     base = args.dir or Path(tempfile.mkdtemp(prefix="rocketlite-bench-", dir="."))
     base.mkdir(parents=True, exist_ok=True)
@@ -125,17 +156,27 @@ def main() -> None:
     out["disk_seq_write_mb_s"] = disk
     print(f"disk sequential write (1 MiB pwrite + fdatasync): {disk:,.0f} MB/s")
     rows = []
-    print(f"{'flush':<12}{'body':>6}{'topics':>8}{'msgs/s':>12}{'MB/s':>9}{'%disk':>7}"
-          f"{'dispatch lag s':>16}")
+    print("appends in batches of one topic; 'alone': dispatcher paused while appending, then "
+          "timed dispatching everything by itself; 'with dispatch': dispatcher running, then "
+          "the time it needs to catch up")
+    print(f"{'':26}{'--------- alone ---------':>34}{'------ with dispatch ------':>42}")
+    print(f"{'flush':<12}{'body':>6}{'topics':>8}{'appends/s':>12}{'MB/s':>8}{'%disk':>6}"
+          f"{'dispatch/s':>12}{'appends/s':>12}{'MB/s':>8}{'lag s':>8}{'end-to-end/s':>14}")
     for flush in ("ASYNC_FLUSH", "SYNC_FLUSH"):
         for body in (128, 1024, 4096):
             for topics in (1, 100, 10_000):
-                r = bench_append(base / "store", flush, body, topics, volume // 2, batch=256)
-                r.update(flush=flush, body=body, topics=topics)
-                rows.append(r)
-                print(f"{flush:<12}{body:>6}{topics:>8}{r['msgs_per_s']:>12,.0f}"
-                      f"{r['mb_per_s']:>9,.0f}{100 * r['mb_per_s'] / disk:>6.0f}%"
-                      f"{r['dispatch_lag_s']:>16.3f}")
+                alone = bench_append(base / "store", flush, body, topics, volume // 2, args.batch,
+                                     args.uniq_keys, dispatch=False)
+                both = bench_append(base / "store", flush, body, topics, volume // 2, args.batch,
+                                    args.uniq_keys, dispatch=True)
+                rows.append({"flush": flush, "body": body, "topics": topics,
+                             "alone": alone, "with_dispatch": both})
+                print(f"{flush:<12}{body:>6}{topics:>8}{alone['msgs_per_s']:>12,.0f}"
+                      f"{alone['mb_per_s']:>8,.0f}{100 * alone['mb_per_s'] / disk:>5.0f}%"
+                      f"{alone['messages'] / alone['dispatch_s']:>12,.0f}"
+                      f"{both['msgs_per_s']:>12,.0f}{both['mb_per_s']:>8,.0f}"
+                      f"{both['dispatch_s']:>8.3f}{both['end_to_end_msgs_per_s']:>14,.0f}",
+                      flush=True)
     out["append"] = rows
     rec = bench_recovery(base / "store", 128 * MiB if args.quick else 1 << 30)
     out["recovery"] = rec

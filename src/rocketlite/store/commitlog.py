@@ -268,9 +268,13 @@ class CommitLog:
         magic = struct.pack(">i", rec.magic_for(tb))
         born = (sys_flag, b.born_timestamp, b.born_host, b.born_port)
         mid_len = len(rec.batch_mid(*born, 0, self.store_host, self.store_port))
-        structs = list(map(rec.batch_struct, repeat(mid_len, n), blens, repeat(len(topic_block), n),
-                           plens))
-        sizes = list(map(_size, structs))
+        if blens.count(blens[0]) == n and plens.count(plens[0]) == n:  # one shape: one Struct
+            shape = rec.batch_struct(mid_len, blens[0], len(topic_block), plens[0])
+            structs, sizes = [shape] * n, [shape.size] * n
+        else:
+            structs = list(map(rec.batch_struct, repeat(mid_len, n), blens,
+                               repeat(len(topic_block), n), plens))
+            sizes = list(map(_size, structs))
         crcs = list(map(and_, map(rec.crc32, bodies), repeat(0x7FFFFFFF)))
         offsets: list[int] = []
         key = (b.topic, b.queue_id)

@@ -30,7 +30,14 @@ class ConsumeQueue:
         self.files = MappedFileQueue(directory, self.file_size, hold_fd=False)
         self.min_logic_offset = 0  # bytes; units below it were deleted with their CommitLog files
         self.max_physic_end = 0  # commit_log_offset + size of the highest unit written
-        self._last: MappedFile | None = None  # segment of the last put (fast path)
+        # Units appended at the end of the newest segment wait here until ``commit`` (the
+        # dispatcher commits every queue it touched at the end of each round): one write per
+        # round instead of a page fault in one of thousands of mappings per unit.
+        self._tail = bytearray()
+        self._tail_mf: MappedFile | None = None
+        self._tail_start = -1  # queue byte position of the tail's first unit
+        self._tail_end = -1
+        self._tail_limit = -1  # end of the tail's segment
 
     # -- offsets (in units) ------------------------------------------------------------------
 
@@ -63,56 +70,86 @@ class ConsumeQueue:
             mf.set_positions(self.file_size)  # a gap of whole files: leave them empty
 
     def put(self, commit_log_offset: int, size: int, tags_code: int, queue_offset: int) -> None:
+        """Write one unit at ``queue_offset``. Units that extend the newest segment wait in the
+        tail buffer until ``commit``; anything else (a rewrite, a gap) is written at once."""
         pos = queue_offset * CQ_UNIT_SIZE
-        mf = self._last
-        rel = pos - mf.file_from_offset if mf is not None else -1
-        if mf is not None and rel == mf.wrote and rel < self.file_size:
-            # the common case: the next unit of the newest segment
-            CQ_UNIT.pack_into(mf.mm, rel, commit_log_offset, size, tags_code)
-            mf.wrote = rel + CQ_UNIT_SIZE
-            end = commit_log_offset + size
-            if end > self.max_physic_end:
-                self.max_physic_end = end
-            return
+        if pos == self._tail_end and pos < self._tail_limit:
+            self._tail += CQ_UNIT.pack(commit_log_offset, size, tags_code)
+            self._tail_end = pos + CQ_UNIT_SIZE
+        else:
+            self._put_slow(pos, CQ_UNIT.pack(commit_log_offset, size, tags_code), queue_offset)
+        end = commit_log_offset + size
+        if end > self.max_physic_end:
+            self.max_physic_end = end
+
+    def put_batch(
+        self, offsets: Sequence[int], sizes: Sequence[int], tags_codes: Sequence[int],
+        queue_offset: int,
+    ) -> None:
+        """Write consecutive units from ``queue_offset`` (one pack when they extend the newest
+        segment), buffered like ``put``."""
+        n = len(offsets)
+        pos = queue_offset * CQ_UNIT_SIZE
+        data = units_struct(n).pack(
+            *chain.from_iterable(zip(offsets, sizes, tags_codes, strict=True))
+        )
+        if pos != self._tail_end:
+            # Not after the tail: the first unit commits it and starts a new one if it can.
+            self._put_slow(pos, data[:CQ_UNIT_SIZE], queue_offset)
+            data = data[CQ_UNIT_SIZE:]
+            pos += CQ_UNIT_SIZE
+            queue_offset += 1
+        if pos == self._tail_end and pos + len(data) <= self._tail_limit:
+            self._tail += data
+            self._tail_end = pos + len(data)
+        else:  # crosses a segment end (or rewrites units in place): unit by unit
+            for i in range(0, len(data), CQ_UNIT_SIZE):
+                unit = data[i : i + CQ_UNIT_SIZE]
+                if pos + i == self._tail_end and pos + i < self._tail_limit:
+                    self._tail += unit
+                    self._tail_end = pos + i + CQ_UNIT_SIZE
+                else:
+                    self._put_slow(pos + i, unit, queue_offset + i // CQ_UNIT_SIZE)
+        end = offsets[-1] + sizes[-1]
+        if end > self.max_physic_end:
+            self.max_physic_end = end
+
+    def _put_slow(self, pos: int, unit: bytes, queue_offset: int) -> None:
+        self.commit()
         if pos < self.min_logic_offset:
             return  # below the head that retention already removed
-        mf = self._last = self._file_for(pos)
+        mf = self._file_for(pos)
         rel = pos - mf.file_from_offset
+        if rel == mf.wrote:  # the end of the newest segment: start a tail there
+            self._tail_mf = mf
+            self._tail_start = pos
+            self._tail_end = pos + CQ_UNIT_SIZE
+            self._tail_limit = mf.file_from_offset + self.file_size
+            self._tail = bytearray(unit)
+            return
         if rel > mf.wrote:
             log.warning(
                 "consume queue %s-%d: gap before offset %d (expected %d)",
                 self.topic, self.queue_id, queue_offset,
                 (mf.file_from_offset + mf.wrote) // CQ_UNIT_SIZE,
             )
-        CQ_UNIT.pack_into(mf.mm, rel, commit_log_offset, size, tags_code)
-        end = rel + CQ_UNIT_SIZE
-        if end > mf.wrote:
-            mf.wrote = end
-        phys_end = commit_log_offset + size
-        if phys_end > self.max_physic_end:
-            self.max_physic_end = phys_end
+        mf.write_at(rel, unit)
 
-    def put_batch(
-        self, offsets: Sequence[int], sizes: Sequence[int], tags_codes: Sequence[int],
-        queue_offset: int,
-    ) -> None:
-        """Write consecutive units from ``queue_offset``: one pack and one copy when they extend
-        the newest segment, else unit by unit."""
-        n = len(offsets)
-        pos = queue_offset * CQ_UNIT_SIZE
-        mf = self._last
-        rel = pos - mf.file_from_offset if mf is not None else -1
-        if mf is not None and rel == mf.wrote and rel + n * CQ_UNIT_SIZE <= self.file_size:
-            mf.mm[rel : rel + n * CQ_UNIT_SIZE] = units_struct(n).pack(
-                *chain.from_iterable(zip(offsets, sizes, tags_codes, strict=True))
-            )
-            mf.wrote = rel + n * CQ_UNIT_SIZE
-            end = offsets[-1] + sizes[-1]
-            if end > self.max_physic_end:
-                self.max_physic_end = end
+    def commit(self) -> None:
+        """Write the tail buffer to its segment (one ``pwrite``) and make it readable."""
+        mf = self._tail_mf
+        if mf is None:
             return
-        for i in range(n):
-            self.put(offsets[i], sizes[i], tags_codes[i], queue_offset + i)
+        tail, start = self._tail, self._tail_start
+        self._tail_mf = None
+        self._tail = bytearray()
+        self._tail_end = self._tail_limit = -1
+        mf.write_at(start - mf.file_from_offset, tail)
+
+    def _drop_tail(self) -> None:
+        self._tail_mf = None
+        self._tail = bytearray()
+        self._tail_start = self._tail_end = self._tail_limit = -1
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -163,7 +200,7 @@ class ConsumeQueue:
             end_abs = mf.file_from_offset + n * CQ_UNIT_SIZE
             if n * CQ_UNIT_SIZE < self.file_size:
                 break
-        self._last = None
+        self._drop_tail()
         self.files.truncate_dirty(end_abs)
         self.min_logic_offset = max(self.min_logic_offset, self.files.min_offset)
         self._skip_leading_blanks()
@@ -194,7 +231,7 @@ class ConsumeQueue:
                     lo = mid + 1
                 else:
                     hi = mid
-            self._last = None
+            self._drop_tail()
             self.files.truncate_dirty(lo * CQ_UNIT_SIZE)
             break
         last = self.last_unit()
@@ -233,5 +270,5 @@ class ConsumeQueue:
         return self.files.flushed_offset >= self.files.committed_offset
 
     def close(self) -> None:
-        self._last = None
+        self.commit()
         self.files.close()

@@ -4,8 +4,11 @@ ReputMessageService).
 A background thread walks the CommitLog from ``dispatch_from`` up to a limit: the written end under
 ASYNC_FLUSH, the flushed end under SYNC_FLUSH (so no reader sees a message before it is durable).
 For each record it writes the ConsumeQueue unit at the record's own queue offset and, when enabled,
-index entries for ``topic#key`` of every KEYS entry and of UNIQ_KEY. It rests 1 ms between idle
-rounds, or until woken. Listeners hear ``(topic, queue_id, next_queue_offset)`` for long polling.
+index entries for ``topic#key`` of every KEYS entry and of UNIQ_KEY. Runs of records that a batch
+append described (``CommitLog.dispatch_hints``) are dispatched from the hint without re-parsing.
+Work goes in rounds of at most 4 MiB: at the end of a round every touched ConsumeQueue writes its
+buffered units (one ``pwrite`` each) and listeners hear ``(topic, queue_id, next_queue_offset)``
+for long polling. It rests 1 ms between idle rounds, or until woken.
 """
 
 from __future__ import annotations
@@ -58,6 +61,8 @@ class Dispatcher:
         self._queues: dict[tuple[bytes, int], ConsumeQueue] = {}
         self._topic_names: dict[bytes, str] = {}
         self._queues_by_name: dict[tuple[str, int], ConsumeQueue] = {}
+        # Queues written this round, with their next offset: committed and announced at its end.
+        self._touched: dict[ConsumeQueue, int] = {}
         self.lock = threading.Lock()  # held while dispatching; flushers take it to snapshot
         self._wake = threading.Event()
         self._stop = False
@@ -89,11 +94,27 @@ class Dispatcher:
             # Bounded rounds, so the flush thread can take the dirty set between them.
             with self.lock:
                 before = self.dispatch_from
-                self._dispatch_range(min(end, before + DISPATCH_ROUND_BYTES))
+                try:
+                    self._dispatch_range(min(end, before + DISPATCH_ROUND_BYTES))
+                finally:
+                    self._end_round()
                 if self.dispatch_from == before:
                     break
             progressed = True
         return progressed
+
+    def _end_round(self) -> None:
+        """Write every touched queue's buffered units, then tell listeners (long polling)."""
+        touched = self._touched
+        if not touched:
+            return
+        self._touched = {}
+        self.dirty.update(touched)
+        for cq in touched:
+            cq.commit()
+        for fn in self.listeners:
+            for cq, next_offset in touched.items():
+                fn(cq.topic, cq.queue_id, next_offset)
 
     def _dispatch_range(self, end: int) -> bool:
         cl = self.commitlog
@@ -146,7 +167,7 @@ class Dispatcher:
         else:
             codes = list(map(_tags_code_of, props))
         cq.put_batch(h.offsets, h.sizes, codes, h.queue_offset)
-        self.dirty.add(cq)
+        self._touched[cq] = h.queue_offset + n
         self.last_store_timestamp = h.store_timestamp
         index = self.index
         if index is not None:
@@ -157,8 +178,6 @@ class Dispatcher:
                     if keys or uniq:
                         index.build(h.topic, keys.split(" ") if keys else [], uniq, h.offsets[i],
                                     h.store_timestamp)
-        for fn in self.listeners:
-            fn(h.topic, h.queue_id, h.queue_offset + n)
 
     def _dispatch_segment(self, buf: mmap.mmap, pos: int, limit: int, readable: int) -> int:
         """Dispatch records in [pos, limit) of one segment; return where it stopped, or
@@ -169,8 +188,7 @@ class Dispatcher:
         cq_of = self.consume_queue
         queues = self._queues
         topics = self._topic_names
-        dirty = self.dirty
-        notify = self.listeners
+        touched = self._touched
         no_queue = (rec.SYSFLAG_TRANSACTION_PREPARED, rec.SYSFLAG_TRANSACTION_ROLLBACK)
         txn_mask = rec.SYSFLAG_TRANSACTION_MASK
         last_ts = 0
@@ -191,9 +209,7 @@ class Dispatcher:
                 topic = cq.topic
                 tags = find_property(props, _TAGS) if props else None
                 cq.put(phys, size, tags_code(tags), qoff)
-                dirty.add(cq)
-                for fn in notify:
-                    fn(topic, qid, qoff + 1)
+                touched[cq] = qoff + 1
             if index is not None and (_KEYS in props or _UNIQ in props):
                 keys = find_property(props, _KEYS)
                 uniq = find_property(props, _UNIQ)

@@ -30,9 +30,9 @@ class ConsumeQueue:
         self.files = MappedFileQueue(directory, self.file_size, hold_fd=False)
         self.min_logic_offset = 0  # bytes; units below it were deleted with their CommitLog files
         self.max_physic_end = 0  # commit_log_offset + size of the highest unit written
-        # Units appended at the end of the newest segment wait here until ``commit`` (the
-        # dispatcher commits every queue it touched at the end of each round): one write per
-        # round instead of a page fault in one of thousands of mappings per unit.
+        # A run of consecutive units waits here until ``commit`` (the dispatcher commits every
+        # queue it touched at the end of each round): one write per round instead of a page
+        # fault in one of thousands of mappings per unit.
         self._tail = bytearray()
         self._tail_mf: MappedFile | None = None
         self._tail_start = -1  # queue byte position of the tail's first unit
@@ -70,8 +70,8 @@ class ConsumeQueue:
             mf.set_positions(self.file_size)  # a gap of whole files: leave them empty
 
     def put(self, commit_log_offset: int, size: int, tags_code: int, queue_offset: int) -> None:
-        """Write one unit at ``queue_offset``. Units that extend the newest segment wait in the
-        tail buffer until ``commit``; anything else (a rewrite, a gap) is written at once."""
+        """Write one unit at ``queue_offset``. Consecutive units gather in a run buffer (the tail)
+        until ``commit``, whether they extend the segment or rewrite it in place."""
         pos = queue_offset * CQ_UNIT_SIZE
         if pos == self._tail_end and pos < self._tail_limit:
             self._tail += CQ_UNIT.pack(commit_log_offset, size, tags_code)
@@ -115,25 +115,24 @@ class ConsumeQueue:
             self.max_physic_end = end
 
     def _put_slow(self, pos: int, unit: bytes, queue_offset: int) -> None:
+        """Commit the current run and start a new one at ``pos`` (the end of the newest segment,
+        a unit rewritten in place by re-dispatch after a crash, or past a gap)."""
         self.commit()
         if pos < self.min_logic_offset:
             return  # below the head that retention already removed
         mf = self._file_for(pos)
         rel = pos - mf.file_from_offset
-        if rel == mf.wrote:  # the end of the newest segment: start a tail there
-            self._tail_mf = mf
-            self._tail_start = pos
-            self._tail_end = pos + CQ_UNIT_SIZE
-            self._tail_limit = mf.file_from_offset + self.file_size
-            self._tail = bytearray(unit)
-            return
         if rel > mf.wrote:
             log.warning(
                 "consume queue %s-%d: gap before offset %d (expected %d)",
                 self.topic, self.queue_id, queue_offset,
                 (mf.file_from_offset + mf.wrote) // CQ_UNIT_SIZE,
             )
-        mf.write_at(rel, unit)
+        self._tail_mf = mf
+        self._tail_start = pos
+        self._tail_end = pos + CQ_UNIT_SIZE
+        self._tail_limit = mf.file_from_offset + self.file_size
+        self._tail = bytearray(unit)
 
     def commit(self) -> None:
         """Write the tail buffer to its segment (one ``pwrite``) and make it readable."""

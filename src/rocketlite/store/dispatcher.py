@@ -95,10 +95,13 @@ class Dispatcher:
             with self.lock:
                 before = self.dispatch_from
                 try:
-                    self._dispatch_range(min(end, before + DISPATCH_ROUND_BYTES))
+                    reached = self._dispatch_range(min(end, before + DISPATCH_ROUND_BYTES))
                 finally:
                     self._end_round()
-                if self.dispatch_from == before:
+                # Only now, with the round's units written: whoever sees ``dispatch_from`` move
+                # may read every queue up to it.
+                self.dispatch_from = reached
+                if reached == before:
                     break
             progressed = True
         return progressed
@@ -116,7 +119,8 @@ class Dispatcher:
             for cq, next_offset in touched.items():
                 fn(cq.topic, cq.queue_id, next_offset)
 
-    def _dispatch_range(self, end: int) -> bool:
+    def _dispatch_range(self, end: int) -> int:
+        """Dispatch from ``dispatch_from`` towards ``end``; return where it stopped."""
         cl = self.commitlog
         hints = cl.dispatch_hints
         start = self.dispatch_from
@@ -150,9 +154,7 @@ class Dispatcher:
             reached, start = base + pos, base + pos
             if reached < stop or stop == end:
                 break  # the limit, or a record past it, or a corrupt record for recovery
-        progressed = start != self.dispatch_from
-        self.dispatch_from = start
-        return progressed
+        return start
 
     def _dispatch_hint(self, h: DispatchHint) -> None:
         """Dispatch a run of records of one topic and queue that an append described."""

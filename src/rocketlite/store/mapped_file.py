@@ -210,13 +210,23 @@ class MappedFile:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def truncate_to(self, pos: int) -> None:
-        """Zero everything from ``pos`` on and set the positions there (recovery of a torn tail)."""
+    def truncate_to(self, pos: int, zero_run_stop: int | None = None) -> None:
+        """Zero everything from ``pos`` on and set the positions there (recovery of a torn tail).
+
+        With ``zero_run_stop``, stop after that many bytes of zeros in a row: a segment is written
+        front to back into a pre-allocated (zero) file, so past the longest zero run a record can
+        hold, nothing was ever written. That spares reading the rest of a 1 GiB segment."""
         end = self.file_size
+        zeros_seen = 0
         for p in range(pos, end, _WARM_CHUNK):
             n = min(_WARM_CHUNK, end - p)
             if self.mm[p : p + n] != _ZEROS[:n]:
                 self.mm[p : p + n] = _ZEROS[:n]
+                zeros_seen = 0
+            else:
+                zeros_seen += n
+                if zero_run_stop is not None and zeros_seen > zero_run_stop:
+                    break
         self.wrote = self.committed = pos
         self.flushed = min(self.flushed, pos)
         self._pending = []

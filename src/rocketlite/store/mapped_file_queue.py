@@ -212,15 +212,16 @@ class MappedFileQueue:
                 mf.flush()
         return self.flushed_offset
 
-    def truncate_dirty(self, offset: int) -> None:
-        """Drop everything at and above ``offset``: zero the tail of its segment, delete later ones."""
+    def truncate_dirty(self, offset: int, zero_run_stop: int | None = None) -> None:
+        """Drop everything at and above ``offset``: zero the tail of its segment (see
+        ``MappedFile.truncate_to`` for ``zero_run_stop``), delete later ones."""
         keep: list[MappedFile] = []
         for mf in self.files:
             end = mf.file_from_offset + self.file_size
             if end <= offset:
                 keep.append(mf)
             elif mf.file_from_offset <= offset:
-                mf.truncate_to(offset - mf.file_from_offset)
+                mf.truncate_to(offset - mf.file_from_offset, zero_run_stop)
                 keep.append(mf)
             else:
                 log.info("deleting segment %s beyond offset %d", mf.path, offset)

@@ -264,7 +264,10 @@ class MessageStore:
             # Only a thorough flush covers every queue up to this record.
             cp.logics_msg_timestamp = logics_ts
         if self.index is not None:
-            index_ts = self.index.flush()
+            # The dispatcher indexes each record as it dispatches it, so once the index is
+            # flushed it covers everything dispatched before ``take_dirty`` (``logics_ts``), even
+            # when those records had no keys to index.
+            index_ts = max(self.index.flush(), logics_ts)
             if index_ts:
                 cp.index_msg_timestamp = index_ts
         cp.flush()

@@ -111,7 +111,9 @@ def recover_commitlog(cl: CommitLog, abnormal: bool, min_timestamp: int) -> Reco
             continue
         mf.set_positions(end)
         break
-    cl.files.truncate_dirty(valid_end)
+    # No record holds a longer run of zeros than its body and properties can: past such a run the
+    # pre-allocated segment was never written.
+    cl.files.truncate_dirty(valid_end, zero_run_stop=cl.config.max_message_size + (64 << 10))
     seconds = time.perf_counter() - t0
     log.info(
         "recovery done: %d records verified, valid end %d, %.3f s", records, valid_end, seconds

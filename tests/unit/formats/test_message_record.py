@@ -113,3 +113,30 @@ def test_message_id_round_trip() -> None:
         decode_message_id("zz")
     with pytest.raises(FormatError):
         decode_message_id("00" * 5)
+
+
+@given(records(), st.data())
+def test_check_record_fast_and_full_paths_agree_on_damage(m: rec.MessageRecord,
+                                                          data: st.DataObject) -> None:
+    """Damage to the body (CRC) or a NUL written into the topic or properties is caught, on the
+    one-unpack path recovery uses for IPv4/V1 records as on the full walk."""
+    raw = bytearray(m.encode())
+    assert rec.check_record(bytes(raw), 0, len(raw)) == len(raw)
+    assert rec.check_record(memoryview(raw), 0, len(raw)) == len(raw)  # the full walk
+    topic_prefix = 2 if m.magic == rec.MAGIC_V2 else 1
+    body_at = (len(raw) - len(m.properties_text.encode()) - 2 - len(m.topic.encode())
+               - topic_prefix - len(m.body))
+    assert raw[body_at : body_at + len(m.body)] == m.body
+    if m.body:
+        i = data.draw(st.integers(0, len(m.body) - 1))
+        raw[body_at + i] ^= 0x5A
+        with pytest.raises(CorruptRecordError):
+            rec.check_record(bytes(raw), 0, len(raw))
+        raw[body_at + i] ^= 0x5A
+    tail = len(m.topic.encode()) + 2 + len(m.properties_text.encode())
+    j = data.draw(st.integers(len(raw) - tail, len(raw) - 1))
+    props_len_at = len(raw) - len(m.properties_text.encode()) - 2
+    if j not in (props_len_at, props_len_at + 1):  # the length itself is checked differently
+        raw[j] = 0
+        with pytest.raises(CorruptRecordError):
+            rec.check_record(bytes(raw), 0, len(raw))

@@ -1,0 +1,1 @@
+"""The broker: Remoting processors over the store, topics, consumer offsets and groups."""

@@ -1,0 +1,1 @@
+"""The NameServer (S13): broker registration, expiry and topic routes."""

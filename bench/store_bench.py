@@ -67,8 +67,10 @@ def wait_dispatch(store: MessageStore, timeout_s: float) -> float:
 
 
 def bench_append(root: Path, flush: str, body_size: int, topics: int, total_bytes: int,
-                 batch: int, uniq_keys: bool, dispatch: bool) -> dict[str, float]:
-    """Append ``total_bytes`` of bodies as batches of ``batch`` messages (one topic per batch,
+                 batch: int, uniq_keys: bool, dispatch: bool,
+                 min_seconds: float = 0.0) -> dict[str, float]:
+    """Append ``total_bytes`` of bodies (and go on for at least ``min_seconds``: short runs
+    measure the page cache's mood) as batches of ``batch`` messages (one topic per batch,
     topics in turn). With ``dispatch`` the dispatcher runs alongside and the figure is how long
     it then takes to catch up (the lag); without, it is paused and the figure is how long it
     takes alone to dispatch everything (its own rate)."""
@@ -99,7 +101,7 @@ def bench_append(root: Path, flush: str, body_size: int, topics: int, total_byte
         pending: list[Future[None]] = []
         t0 = time.perf_counter()
         i = 0
-        while done < n:
+        while done < n or time.perf_counter() - t0 < min_seconds:
             put = store.put_batch(batches[i])
             i = i + 1 if i + 1 < topics else 0
             if put.flushed is not None:
@@ -145,12 +147,15 @@ def main() -> None:
     ap.add_argument("--dir", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--batch", type=int, default=256, help="messages per batch append")
+    ap.add_argument("--min-seconds", type=float, default=None,
+                    help="run each measurement at least this long (default 3, --quick 0.5)")
     ap.add_argument("--uniq-keys", action="store_true",
                     help="give every message a UNIQ_KEY and build the IndexFile, as clients do")
     args = ap.parse_args()
     base = args.dir or Path(tempfile.mkdtemp(prefix="rocketlite-bench-", dir="."))
     base.mkdir(parents=True, exist_ok=True)
     volume = 64 * MiB if args.quick else 512 * MiB
+    min_s = args.min_seconds if args.min_seconds is not None else (0.5 if args.quick else 3.0)
     out: dict[str, object] = {}
     disk = disk_bandwidth(base, volume)
     out["disk_seq_write_mb_s"] = disk
@@ -166,9 +171,9 @@ def main() -> None:
         for body in (128, 1024, 4096):
             for topics in (1, 100, 10_000):
                 alone = bench_append(base / "store", flush, body, topics, volume // 2, args.batch,
-                                     args.uniq_keys, dispatch=False)
+                                     args.uniq_keys, dispatch=False, min_seconds=min_s)
                 both = bench_append(base / "store", flush, body, topics, volume // 2, args.batch,
-                                    args.uniq_keys, dispatch=True)
+                                    args.uniq_keys, dispatch=True, min_seconds=min_s)
                 rows.append({"flush": flush, "body": body, "topics": topics,
                              "alone": alone, "with_dispatch": both})
                 print(f"{flush:<12}{body:>6}{topics:>8}{alone['msgs_per_s']:>12,.0f}"

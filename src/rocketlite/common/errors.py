@@ -45,3 +45,42 @@ class FlushError(StoreError):
 
 class ConfigError(RocketliteError):
     """A configuration key with a value that cannot be used."""
+
+
+class RemotingError(RocketliteError):
+    """A Remoting connection failed or closed while a request waited."""
+
+
+class RemotingTimeoutError(RemotingError):
+    """No response arrived within the request's timeout."""
+
+
+class HeaderError(FormatError):
+    """A custom header (a command's ext fields) with a required field missing or a value of the wrong
+    type. ``field`` is the wire key, ``value`` the offending value (None when missing)."""
+
+    def __init__(self, message: str, *, field: str | None = None, value: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+        self.value = value
+
+
+class BodyError(FormatError):
+    """A command body (JSON, compressed RegisterBrokerBody, message batch) that cannot be decoded."""
+
+
+class ProtocolError(FormatError):
+    """A Remoting frame that breaks the wire format.
+
+    ``opaque`` is set only when the frame was well delimited (the stream can go on) and its header
+    showed a two-way request with a readable opaque: a server should then answer with SYSTEM_ERROR and
+    that opaque instead of closing. It stays None for responses and oneway requests (nobody waits for
+    an answer, and a response to a response could complete an unrelated request of the peer)."""
+
+    def __init__(self, message: str, *, opaque: int | None = None) -> None:
+        super().__init__(message)
+        self.opaque = opaque
+
+
+class FrameTooLargeError(ProtocolError):
+    """A frame's length field exceeds the maximum frame size; the stream cannot be used any more."""

@@ -1,0 +1,209 @@
+"""RouteInfo: the NameServer's tables (RocketMQ's ``RouteInfoManager``), with no I/O.
+
+* clusters -> broker names; broker name -> ``BrokerData`` (cluster, ``{brokerId: address}``);
+* topic -> broker name -> ``QueueData`` (queue counts and permission), taken from the topic
+  configs a *master* (broker id 0) registers, refreshed when its data version changes;
+* broker address -> liveness (last registration or heartbeat, its own timeout).
+
+A broker silent for longer than its timeout (120 s by default) is removed by ``scan_inactive``
+along with every queue it served; topics left without queues disappear. The NameServer runs the
+scan every 5 s. NameServers never talk to each other: each broker registers with every one.
+
+rocketlite extension: when a topic is unknown but some broker serves the auto-create template
+topic TBW102 (``autoCreateTopicEnable`` on the broker), ``pick_route`` answers with the TBW102
+brokers' route, so clients that need a route before their first send (ali-ons) can send and the
+broker creates the topic then.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from rocketlite.protocol.bodies import (
+    BrokerData,
+    ClusterInfo,
+    DataVersion,
+    QueueData,
+    TopicConfigSerializeWrapper,
+    TopicList,
+    TopicRouteData,
+)
+
+log = logging.getLogger(__name__)
+
+MASTER_ID = 0
+DEFAULT_BROKER_TIMEOUT_MS = 120_000
+AUTO_CREATE_TOPIC = "TBW102"
+MAX_TOPICS = 1_000_000
+MAX_BROKERS = 10_000
+
+
+@dataclass(slots=True)
+class BrokerLive:
+    last_update_ms: int
+    timeout_ms: int
+    data_version: DataVersion
+    ha_server_addr: str
+    cluster: str
+    broker_name: str
+    broker_id: int
+
+
+class RouteInfo:
+    def __init__(self, auto_create_route: bool = True) -> None:
+        self.auto_create_route = auto_create_route
+        self.topic_queues: dict[str, dict[str, QueueData]] = {}
+        self.brokers: dict[str, BrokerData] = {}
+        self.clusters: dict[str, set[str]] = {}
+        self.live: dict[str, BrokerLive] = {}
+
+    # -- registration ------------------------------------------------------------------------
+
+    def register_broker(
+        self,
+        *,
+        cluster: str,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int,
+        ha_server_addr: str,
+        topics: TopicConfigSerializeWrapper | None,
+        now_ms: int,
+        timeout_ms: int | None = None,
+    ) -> tuple[str | None, str | None]:
+        """Record a broker and, for a master with new data, its topics; return the master's
+        address and HA address (what a slave needs), or None where unknown."""
+        if broker_name not in self.brokers and len(self.brokers) >= MAX_BROKERS:
+            raise ValueError(f"the NameServer already knows {MAX_BROKERS} brokers")
+        self.clusters.setdefault(cluster, set()).add(broker_name)
+        data = self.brokers.get(broker_name)
+        if data is None:
+            data = self.brokers[broker_name] = BrokerData(brokerName=broker_name, cluster=cluster)
+        data.cluster = cluster
+        # One address has one id: a slave promoted to master (or the reverse) moves.
+        for bid, addr in list(data.brokerAddrs.items()):
+            if addr == broker_addr and bid != broker_id:
+                del data.brokerAddrs[bid]
+        first = data.brokerAddrs.get(broker_id) != broker_addr
+        data.brokerAddrs[broker_id] = broker_addr
+        version = topics.dataVersion if topics is not None else DataVersion()
+        prev = self.live.get(broker_addr)
+        changed = first or prev is None or _version_key(prev.data_version) != _version_key(version)
+        if broker_id == MASTER_ID and topics is not None and changed:
+            self._update_topics(broker_name, topics)
+        self.live[broker_addr] = BrokerLive(
+            now_ms, timeout_ms or DEFAULT_BROKER_TIMEOUT_MS, version, ha_server_addr, cluster,
+            broker_name, broker_id,
+        )
+        if first:
+            log.info("broker registered: %s %s id %d at %s", cluster, broker_name, broker_id,
+                     broker_addr)
+        master = data.brokerAddrs.get(MASTER_ID)
+        if broker_id == MASTER_ID or master is None:
+            return None, None
+        master_live = self.live.get(master)
+        return master, master_live.ha_server_addr if master_live else None
+
+    def _update_topics(self, broker_name: str, wrapper: TopicConfigSerializeWrapper) -> None:
+        configs = wrapper.topicConfigTable
+        for topic, cfg in configs.items():
+            queues = self.topic_queues.get(topic)
+            if queues is None:
+                if len(self.topic_queues) >= MAX_TOPICS:
+                    log.warning("topic table full (%d): ignoring topic %s", MAX_TOPICS, topic)
+                    continue
+                queues = self.topic_queues[topic] = {}
+            queues[broker_name] = QueueData(
+                brokerName=broker_name, readQueueNums=cfg.readQueueNums,
+                writeQueueNums=cfg.writeQueueNums, perm=cfg.perm, topicSysFlag=cfg.topicSysFlag,
+            )
+        # Topics this master no longer reports lose its queues.
+        for topic in [t for t, q in self.topic_queues.items() if broker_name in q and t not in configs]:
+            self._drop_queue(topic, broker_name)
+
+    def _drop_queue(self, topic: str, broker_name: str) -> None:
+        queues = self.topic_queues.get(topic)
+        if queues is None:
+            return
+        queues.pop(broker_name, None)
+        if not queues:
+            del self.topic_queues[topic]
+
+    def heartbeat(self, broker_addr: str, now_ms: int) -> bool:
+        live = self.live.get(broker_addr)
+        if live is None:
+            return False
+        live.last_update_ms = now_ms
+        return True
+
+    def unregister_broker(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int) -> None:
+        self.live.pop(broker_addr, None)
+        self._remove_address(broker_name, broker_addr, cluster)
+        log.info("broker unregistered: %s %s id %d at %s", cluster, broker_name, broker_id,
+                 broker_addr)
+
+    def _remove_address(self, broker_name: str, broker_addr: str, cluster: str | None) -> None:
+        data = self.brokers.get(broker_name)
+        if data is None:
+            return
+        for bid, addr in list(data.brokerAddrs.items()):
+            if addr == broker_addr:
+                del data.brokerAddrs[bid]
+        if data.brokerAddrs:
+            return
+        # The last address of this broker name is gone: its queues and cluster entry go too.
+        del self.brokers[broker_name]
+        for name in (cluster, data.cluster):
+            names = self.clusters.get(name) if name else None
+            if names is not None:
+                names.discard(broker_name)
+                if not names:
+                    del self.clusters[name]  # type: ignore[arg-type]
+        for topic in [t for t, q in self.topic_queues.items() if broker_name in q]:
+            self._drop_queue(topic, broker_name)
+
+    def scan_inactive(self, now_ms: int) -> list[str]:
+        """Remove brokers whose last registration or heartbeat is older than their timeout."""
+        expired = [addr for addr, live in self.live.items()
+                   if live.last_update_ms + live.timeout_ms < now_ms]
+        for addr in expired:
+            live = self.live.pop(addr)
+            log.warning("broker %s (%s) silent for %d ms: removed", addr, live.broker_name,
+                        now_ms - live.last_update_ms)
+            self._remove_address(live.broker_name, addr, live.cluster)
+        return expired
+
+    # -- queries -----------------------------------------------------------------------------
+
+    def pick_route(self, topic: str) -> TopicRouteData | None:
+        queues = self.topic_queues.get(topic)
+        if not queues and self.auto_create_route:
+            queues = self.topic_queues.get(AUTO_CREATE_TOPIC)
+        if not queues:
+            return None
+        route = TopicRouteData()
+        for name in sorted(queues):
+            data = self.brokers.get(name)
+            if data is None or not data.brokerAddrs:
+                continue
+            route.queueDatas.append(queues[name])
+            route.brokerDatas.append(BrokerData(
+                brokerName=name, cluster=data.cluster, brokerAddrs=dict(data.brokerAddrs),
+            ))
+        return route if route.brokerDatas else None
+
+    def cluster_info(self) -> ClusterInfo:
+        return ClusterInfo(
+            brokerAddrTable={n: BrokerData(brokerName=n, cluster=d.cluster,
+                                           brokerAddrs=dict(d.brokerAddrs))
+                             for n, d in self.brokers.items()},
+            clusterAddrTable={c: set(names) for c, names in self.clusters.items()},
+        )
+
+    def topic_list(self) -> TopicList:
+        return TopicList(topicList=set(self.topic_queues))
+
+
+def _version_key(v: DataVersion) -> tuple[int, int, int]:
+    return (v.stateVersion, v.timestamp, v.counter)

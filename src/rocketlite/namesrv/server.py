@@ -1,0 +1,192 @@
+"""NameServer (S13): the Remoting processors over ``RouteInfo`` and the KV config, and the task
+that removes silent brokers.
+
+Answers: REGISTER_BROKER (103, JSON or compressed body), UNREGISTER_BROKER (104),
+BROKER_HEARTBEAT (904), GET_ROUTEINFO_BY_TOPIC (105: standard JSON for clients at V4_9_4 or later
+or asking ``acceptStandardJsonOnly``, fastjson's legacy form with bare integer keys otherwise),
+GET_BROKER_CLUSTER_INFO (106), GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206), and the KV config
+(PUT 100, GET 101, DELETE 102, GET_KVLIST_BY_NAMESPACE 219), kept in ``kvConfig.json`` when a
+path is given. Everything runs on the event loop: each handler is a few dict operations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from pathlib import Path
+
+from rocketlite.common.errors import BodyError, HeaderError
+from rocketlite.namesrv.route_info import RouteInfo
+from rocketlite.protocol import headers as h
+from rocketlite.protocol.bodies import KVTable, RegisterBrokerBody, TopicConfigSerializeWrapper
+from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.command import RemotingCommand
+from rocketlite.remoting.connection import Connection
+from rocketlite.remoting.server import RemotingServer
+from rocketlite.store.store_files import atomic_write_json, read_json
+
+log = logging.getLogger(__name__)
+
+SCAN_INTERVAL_S = 5.0
+STANDARD_JSON_VERSION = 401  # MQVersion V4_9_4: clients from here on get standard JSON routes
+MAX_KV_ENTRIES = 100_000
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class NameServer:
+    def __init__(
+        self,
+        host: str = "0.0.0.0",
+        port: int = 9876,
+        *,
+        kv_config_path: Path | None = None,
+        scan_interval_s: float = SCAN_INTERVAL_S,
+        auto_create_route: bool = True,
+    ) -> None:
+        self.routes = RouteInfo(auto_create_route)
+        self.server = RemotingServer(host, port, name="namesrv")
+        self.kv_config_path = kv_config_path
+        self.kv: dict[str, dict[str, str]] = {}
+        self.scan_interval_s = scan_interval_s
+        self._scan_task: asyncio.Task[None] | None = None
+        self.clock = now_ms
+        for code, fn in (
+            (RequestCode.REGISTER_BROKER, self.register_broker),
+            (RequestCode.UNREGISTER_BROKER, self.unregister_broker),
+            (RequestCode.BROKER_HEARTBEAT, self.broker_heartbeat),
+            (RequestCode.GET_ROUTEINFO_BY_TOPIC, self.get_route),
+            (RequestCode.GET_BROKER_CLUSTER_INFO, self.cluster_info),
+            (RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, self.all_topics),
+            (RequestCode.PUT_KV_CONFIG, self.put_kv),
+            (RequestCode.GET_KV_CONFIG, self.get_kv),
+            (RequestCode.DELETE_KV_CONFIG, self.delete_kv),
+            (RequestCode.GET_KVLIST_BY_NAMESPACE, self.kv_list),
+        ):
+            self.server.register(code, fn)
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    async def start(self) -> None:
+        self._load_kv()
+        await self.server.start()
+        self._scan_task = asyncio.create_task(self._scan_loop(), name="namesrv-scan")
+
+    async def close(self) -> None:
+        if self._scan_task is not None:
+            self._scan_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._scan_task
+        await self.server.close()
+
+    async def _scan_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.scan_interval_s)
+            self.routes.scan_inactive(self.clock())
+
+    # -- brokers -----------------------------------------------------------------------------
+
+    def register_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        try:
+            hdr = h.RegisterBrokerRequestHeader.from_ext(cmd.ext_fields)
+            topics: TopicConfigSerializeWrapper | None = None
+            if cmd.body:
+                topics = RegisterBrokerBody.decode(
+                    cmd.body, compressed=hdr.compressed
+                ).topicConfigSerializeWrapper
+        except (HeaderError, BodyError) as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"bad REGISTER_BROKER: {e}")
+        try:
+            master, ha = self.routes.register_broker(
+                cluster=hdr.clusterName, broker_addr=hdr.brokerAddr, broker_name=hdr.brokerName,
+                broker_id=hdr.brokerId, ha_server_addr=hdr.haServerAddr, topics=topics,
+                now_ms=self.clock(), timeout_ms=hdr.heartbeatTimeoutMillis,
+            )
+        except ValueError as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(e))
+        ext = h.RegisterBrokerResponseHeader(haServerAddr=ha, masterAddr=master).to_ext()
+        return cmd.response(ResponseCode.SUCCESS, ext_fields=ext, body=KVTable().to_json())
+
+    def unregister_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        hdr = h.UnRegisterBrokerRequestHeader.from_ext(cmd.ext_fields)
+        self.routes.unregister_broker(hdr.clusterName, hdr.brokerAddr, hdr.brokerName, hdr.brokerId)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def broker_heartbeat(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        hdr = h.BrokerHeartbeatRequestHeader.from_ext(cmd.ext_fields)
+        self.routes.heartbeat(hdr.brokerAddr, self.clock())
+        return cmd.response(ResponseCode.SUCCESS)
+
+    # -- clients -----------------------------------------------------------------------------
+
+    def get_route(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        hdr = h.GetRouteInfoRequestHeader.from_ext(cmd.ext_fields)
+        route = self.routes.pick_route(hdr.topic)
+        if route is None:
+            return cmd.response(
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"No topic route info in name server for the topic: {hdr.topic}",
+            )
+        standard = bool(hdr.acceptStandardJsonOnly) or cmd.version >= STANDARD_JSON_VERSION
+        return cmd.response(ResponseCode.SUCCESS, body=route.to_json(legacy=not standard))
+
+    def cluster_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, body=self.routes.cluster_info().to_json())
+
+    def all_topics(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, body=self.routes.topic_list().to_json())
+
+    # -- KV config ---------------------------------------------------------------------------
+
+    def put_kv(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        hdr = h.PutKVConfigRequestHeader.from_ext(cmd.ext_fields)
+        if sum(map(len, self.kv.values())) >= MAX_KV_ENTRIES:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"KV config is full ({MAX_KV_ENTRIES})")
+        self.kv.setdefault(hdr.namespace, {})[hdr.key] = hdr.value
+        self._save_kv()
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def get_kv(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        hdr = h.GetKVConfigRequestHeader.from_ext(cmd.ext_fields)
+        value = self.kv.get(hdr.namespace, {}).get(hdr.key)
+        if value is None:
+            return cmd.response(ResponseCode.QUERY_NOT_FOUND,
+                                f"No config item, Namespace: {hdr.namespace} Key: {hdr.key}")
+        return cmd.response(ResponseCode.SUCCESS,
+                            ext_fields=h.GetKVConfigResponseHeader(value=value).to_ext())
+
+    def delete_kv(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        hdr = h.DeleteKVConfigRequestHeader.from_ext(cmd.ext_fields)
+        table = self.kv.get(hdr.namespace)
+        if table is not None and table.pop(hdr.key, None) is not None:
+            if not table:
+                del self.kv[hdr.namespace]
+            self._save_kv()
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def kv_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        hdr = h.GetKVListByNamespaceRequestHeader.from_ext(cmd.ext_fields)
+        table = self.kv.get(hdr.namespace)
+        if not table:
+            return cmd.response(ResponseCode.QUERY_NOT_FOUND,
+                                f"No config item, Namespace: {hdr.namespace}")
+        return cmd.response(ResponseCode.SUCCESS, body=KVTable(table=dict(table)).to_json())
+
+    def _load_kv(self) -> None:
+        if self.kv_config_path is None:
+            return
+        data = read_json(self.kv_config_path)
+        table = data.get("configTable") if isinstance(data, dict) else None
+        if isinstance(table, dict):
+            self.kv = {str(ns): {str(k): str(v) for k, v in kv.items()}
+                       for ns, kv in table.items() if isinstance(kv, dict)}
+
+    def _save_kv(self) -> None:
+        if self.kv_config_path is not None:
+            atomic_write_json(self.kv_config_path, {"configTable": self.kv})

@@ -1,0 +1,141 @@
+"""The body of SEND_BATCH_MESSAGE (320, and 10/310 with ``batch``/``m`` true): messages back to back,
+each as ``MessageDecoder.encodeMessage`` writes it (big-endian):
+
+=====  ==============  ======  ==============================================================
+#      field           size    content
+=====  ==============  ======  ==============================================================
+1      TOTALSIZE       4       int32, the whole entry: 20 + bodyLen + 2 + propertiesLen
+2      MAGICCODE       4       int32, 0 from the clients (ignored)
+3      BODYCRC         4       int32, 0 from the clients (ignored; the broker computes it)
+4      FLAG            4       int32, the message's flag
+5      BODYLEN         4       int32
+6      BODY            n       bodyLen bytes
+7      PROPERTIESLEN   2       int16 (signed, as Java reads it)
+8      PROPERTIES      n       the property string, UTF-8 (``formats.properties``)
+=====  ==============  ======  ==============================================================
+
+The Java broker (``MessageExtEncoder.encode(MessageExtBatch)``) walks entries by BODYLEN and
+PROPERTIESLEN and ignores TOTALSIZE; :func:`decode_batch` also requires TOTALSIZE to match them (the
+Java and C++ clients always write it so), which catches a misframed body at its first entry.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping, Sequence
+
+from rocketlite.common.errors import BodyError
+from rocketlite.formats.properties import encode_properties
+
+ENTRY_HEAD = struct.Struct(">iiiii")
+"""TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODYLEN (20 bytes)."""
+PROPERTIES_LEN = struct.Struct(">h")
+"""PROPERTIESLEN (2 bytes)."""
+ENTRY_OVERHEAD = ENTRY_HEAD.size + PROPERTIES_LEN.size  # 22: an entry with empty body and properties
+MAX_PROPERTIES_LEN = 32767  # Java writes the length as a short
+
+__all__ = [
+    "ENTRY_HEAD",
+    "ENTRY_OVERHEAD",
+    "MAX_PROPERTIES_LEN",
+    "PROPERTIES_LEN",
+    "decode_batch",
+    "encode_batch",
+    "encode_message",
+]
+
+
+def decode_batch(
+    body: bytes, *, max_count: int | None = None
+) -> tuple[list[bytes], list[bytes], list[int]]:
+    """Split a batch body into columns ``(bodies, properties, flags)``, one entry per message.
+
+    ``properties`` are the encoded property strings as bytes (what ``store.message.MessageBatch``
+    takes). An empty body gives empty columns. Raises BodyError for a truncated entry, a length that
+    overruns the body, a TOTALSIZE that disagrees with the lengths, or more than ``max_count``
+    messages.
+    """
+    bodies: list[bytes] = []
+    props: list[bytes] = []
+    flags: list[int] = []
+    add_body, add_props, add_flag = bodies.append, props.append, flags.append
+    head = ENTRY_HEAD.unpack_from
+    plen_of = PROPERTIES_LEN.unpack_from
+    end = len(body)
+    pos = 0
+    while pos < end:
+        if end - pos < ENTRY_OVERHEAD:
+            raise BodyError(
+                f"batch entry {len(bodies)} at offset {pos}: {end - pos} bytes left, "
+                f"an entry needs at least {ENTRY_OVERHEAD}"
+            )
+        total, _magic, _crc, flag, blen = head(body, pos)
+        b_end = pos + 20 + blen
+        if blen < 0 or b_end + 2 > end:
+            raise BodyError(
+                f"batch entry {len(bodies)} at offset {pos}: body length {blen} overruns the "
+                f"{end}-byte batch"
+            )
+        plen = plen_of(body, b_end)[0]
+        p_end = b_end + 2 + plen
+        if plen < 0 or p_end > end or total != p_end - pos:
+            raise BodyError(
+                f"batch entry {len(bodies)} at offset {pos}: "
+                + (
+                    f"TOTALSIZE {total} but body and properties make {p_end - pos}"
+                    if plen >= 0 and p_end <= end
+                    else f"properties length {plen} overruns the {end}-byte batch"
+                )
+            )
+        add_body(body[pos + 20 : b_end])
+        add_props(body[b_end + 2 : p_end])
+        add_flag(flag)
+        pos = p_end
+    if max_count is not None and len(bodies) > max_count:
+        raise BodyError(f"batch has {len(bodies)} messages, the limit is {max_count}")
+    return bodies, props, flags
+
+
+def encode_message(body: bytes, properties: bytes | str | Mapping[str, str] = b"", flag: int = 0) -> bytes:
+    """One entry, as ``MessageDecoder.encodeMessage`` writes it (MAGICCODE and BODYCRC 0)."""
+    if isinstance(properties, Mapping):
+        properties = encode_properties(properties)
+    if isinstance(properties, str):
+        properties = properties.encode("utf-8")
+    if len(properties) > MAX_PROPERTIES_LEN:
+        raise BodyError(f"properties are {len(properties)} bytes, the limit is {MAX_PROPERTIES_LEN}")
+    total = ENTRY_OVERHEAD + len(body) + len(properties)
+    if total > 0x7FFFFFFF:
+        raise BodyError(f"message of {total} bytes does not fit an int32 TOTALSIZE")
+    return b"".join(
+        (
+            ENTRY_HEAD.pack(total, 0, 0, flag, len(body)),
+            body,
+            PROPERTIES_LEN.pack(len(properties)),
+            properties,
+        )
+    )
+
+
+def encode_batch(
+    bodies: Sequence[bytes],
+    properties: Sequence[bytes | str | Mapping[str, str]] | None = None,
+    flags: Sequence[int] | None = None,
+) -> bytes:
+    """A batch body (``MessageDecoder.encodeMessages``) from columns: one properties entry (encoded
+    bytes or str, or a mapping) and one flag per body; None means empty properties / flag 0."""
+    n = len(bodies)
+    if (properties is not None and len(properties) != n) or (flags is not None and len(flags) != n):
+        raise BodyError(
+            f"a batch needs one properties entry and flag per body: {n} bodies, "
+            f"{'no' if properties is None else len(properties)} properties, "
+            f"{'no' if flags is None else len(flags)} flags"
+        )
+    return b"".join(
+        encode_message(
+            bodies[i],
+            b"" if properties is None else properties[i],
+            0 if flags is None else flags[i],
+        )
+        for i in range(n)
+    )

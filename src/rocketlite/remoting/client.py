@@ -1,0 +1,88 @@
+"""RemotingClient: connections by address ("host:port"), opened on first use and reused, with a
+connect timeout; requests with timeouts; oneway sends. Broker-initiated requests (e.g.
+NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE) go to the optional handler."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from rocketlite.common.errors import RemotingError
+from rocketlite.protocol.command import RemotingCommand
+from rocketlite.remoting.connection import DEFAULT_MAX_FRAME, Connection, RequestHandler
+
+log = logging.getLogger(__name__)
+
+
+def split_address(addr: str) -> tuple[str, int]:
+    host, sep, port = addr.rpartition(":")
+    if not sep or not port.isdigit():
+        raise RemotingError(f"address {addr!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
+class RemotingClient:
+    def __init__(
+        self,
+        handler: RequestHandler | None = None,
+        *,
+        connect_timeout: float = 3.0,
+        max_frame: int = DEFAULT_MAX_FRAME,
+    ) -> None:
+        self.handler = handler
+        self.connect_timeout = connect_timeout
+        self.max_frame = max_frame
+        self._conns: dict[str, Connection] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._closed = False
+
+    async def connection(self, addr: str) -> Connection:
+        conn = self._conns.get(addr)
+        if conn is not None and conn.is_open:
+            return conn
+        lock = self._locks.setdefault(addr, asyncio.Lock())
+        async with lock:
+            conn = self._conns.get(addr)
+            if conn is not None and conn.is_open:
+                return conn
+            if self._closed:
+                raise RemotingError("the client is closed")
+            host, port = split_address(addr)
+            loop = asyncio.get_running_loop()
+            try:
+                _, new = await asyncio.wait_for(
+                    loop.create_connection(
+                        lambda: Connection(self.handler, max_frame=self.max_frame), host, port
+                    ),
+                    self.connect_timeout,
+                )
+            except TimeoutError as e:
+                raise RemotingError(f"cannot connect to {addr} within {self.connect_timeout} s") from e
+            except OSError as e:
+                raise RemotingError(f"cannot connect to {addr}: {e}") from e
+            self._conns[addr] = new
+            return new
+
+    async def invoke(
+        self, addr: str, cmd: RemotingCommand, timeout: float = 3.0  # noqa: ASYNC109 - Remoting API
+    ) -> RemotingCommand:
+        conn = await self.connection(addr)
+        return await conn.request(cmd, timeout)
+
+    async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
+        conn = await self.connection(addr)
+        conn.send_oneway(cmd)
+
+    def drop(self, addr: str) -> None:
+        """Close the connection to ``addr`` (e.g. after the peer stopped answering)."""
+        conn = self._conns.pop(addr, None)
+        if conn is not None:
+            conn.close()
+
+    async def close(self) -> None:
+        self._closed = True
+        conns, self._conns = list(self._conns.values()), {}
+        for conn in conns:
+            conn.close()
+        for conn in conns:
+            await conn.wait_closed()

@@ -1,0 +1,242 @@
+"""One Remoting connection on asyncio, for either side: the server's accepted sockets and the
+client's outgoing ones.
+
+An ``asyncio.Protocol`` (streams cost several times more per frame here) that feeds received
+bytes to the sans-IO ``FrameDecoder`` and routes each command:
+
+* a response (flag bit 0) completes the future its request is waiting on, found by ``opaque``;
+* a request goes to the connection's ``RequestHandler`` (the server's processor table, or a
+  client's handler for broker-initiated requests such as NOTIFY_CONSUMER_IDS_CHANGED).
+
+Limits: at most ``max_inflight`` requests from the peer are processed at once (beyond that the
+connection stops reading until some finish), at most ``max_pending`` of our own requests wait
+for responses, and every request has a timeout. A frame that breaks the stream (bad length,
+oversized) closes the connection; a malformed header inside a well-delimited frame is answered
+with SYSTEM_ERROR when its opaque can be read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import socket
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from rocketlite.common.errors import FormatError, ProtocolError, RemotingError, RemotingTimeoutError
+from rocketlite.protocol.codes import ResponseCode
+from rocketlite.protocol.command import FrameDecoder, RemotingCommand
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_FRAME = 16 * 1024 * 1024
+DEFAULT_MAX_INFLIGHT = 1024
+DEFAULT_MAX_PENDING = 65536
+
+
+class RequestHandler(Protocol):
+    def __call__(
+        self, conn: Connection, cmd: RemotingCommand
+    ) -> RemotingCommand | Awaitable[RemotingCommand | None] | None:
+        """Answer a request: a response now, an awaitable of one, or None (no reply now: a
+        oneway request, or one the handler answers later with ``conn.send``)."""
+
+
+class Connection(asyncio.Protocol):
+    _opaques = itertools.count(1)
+
+    def __init__(
+        self,
+        handler: RequestHandler | None = None,
+        *,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        max_inflight: int = DEFAULT_MAX_INFLIGHT,
+        max_pending: int = DEFAULT_MAX_PENDING,
+        on_close: Callable[[Connection], None] | None = None,
+    ) -> None:
+        self.handler = handler
+        self.decoder = FrameDecoder(max_frame)
+        self.max_inflight = max_inflight
+        self.max_pending = max_pending
+        self.on_close = on_close
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._inflight = 0
+        self._reading_paused = False
+        self._can_write: asyncio.Event | None = None
+        self._closed_fut: asyncio.Future[None] | None = None
+
+    # -- asyncio.Protocol ---------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple):
+            self.peer = f"{peer[0]}:{peer[1]}"
+        loop = asyncio.get_running_loop()
+        self._closed_fut = loop.create_future()
+        self._can_write = asyncio.Event()
+        self._can_write.set()
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            items = self.decoder.feed(data)
+        except ProtocolError as e:
+            log.warning("closing connection from %s: %s", self.peer, e)
+            self.close()
+            return
+        for item in items:
+            if isinstance(item, ProtocolError):
+                self._bad_request(item)
+            elif item.is_response:
+                fut = self._pending.pop(item.opaque, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(item)
+            else:
+                self._handle_request(item)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        err = RemotingError(f"connection to {self.peer} closed" + (f": {exc}" if exc else ""))
+        pending, self._pending = self._pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(err)
+        if self._can_write is not None:
+            self._can_write.set()
+        if self._closed_fut is not None and not self._closed_fut.done():
+            self._closed_fut.set_result(None)
+        if self.on_close is not None:
+            self.on_close(self)
+
+    def pause_writing(self) -> None:
+        if self._can_write is not None:
+            self._can_write.clear()
+
+    def resume_writing(self) -> None:
+        if self._can_write is not None:
+            self._can_write.set()
+
+    # -- requests from the peer ---------------------------------------------------------------
+
+    def _bad_request(self, err: ProtocolError) -> None:
+        log.warning("bad request from %s: %s", self.peer, err)
+        if err.opaque is None:
+            self.close()  # nothing to answer to: the peer is not speaking Remoting
+        else:
+            reply = RemotingCommand(code=ResponseCode.SYSTEM_ERROR, opaque=err.opaque, flag=1,
+                                    remark=f"bad request: {err}")
+            self.send(reply)
+
+    def _handle_request(self, cmd: RemotingCommand) -> None:
+        handler = self.handler
+        if handler is None:
+            self.send(cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                   f"request code {cmd.code} is not supported by this peer"))
+            return
+        try:
+            result = handler(self, cmd)
+        except Exception as e:  # noqa: BLE001 - a failing processor answers SYSTEM_ERROR
+            self._reply_error(cmd, e)
+            return
+        if result is None:
+            return
+        if isinstance(result, RemotingCommand):
+            if not cmd.is_oneway:
+                self.send(result)
+            return
+        self._inflight += 1
+        if self._inflight >= self.max_inflight and not self._reading_paused:
+            self._reading_paused = True
+            if self.transport is not None:
+                self.transport.pause_reading()
+        task = asyncio.ensure_future(result)
+        task.add_done_callback(lambda t: self._request_done(cmd, t))
+
+    def _request_done(self, cmd: RemotingCommand, task: asyncio.Future[RemotingCommand | None]) -> None:
+        self._inflight -= 1
+        if self._reading_paused and self._inflight < self.max_inflight // 2:
+            self._reading_paused = False
+            if self.transport is not None and not self.transport.is_closing():
+                self.transport.resume_reading()
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            self._reply_error(cmd, exc)
+            return
+        reply = task.result()
+        if reply is not None and not cmd.is_oneway:
+            self.send(reply)
+
+    def _reply_error(self, cmd: RemotingCommand, exc: BaseException) -> None:
+        code = getattr(exc, "response_code", None)
+        if code is None:
+            if isinstance(exc, FormatError):  # a bad header or body: the peer's mistake
+                log.warning("request %d from %s: %s", cmd.code, self.peer, exc)
+            else:
+                log.error("request %d from %s failed", cmd.code, self.peer, exc_info=exc)
+            code = ResponseCode.SYSTEM_ERROR
+        if not cmd.is_oneway:
+            self.send(cmd.response(int(code), f"{type(exc).__name__}: {exc}"))
+
+    # -- our side -----------------------------------------------------------------------------
+
+    @property
+    def is_open(self) -> bool:
+        return self.transport is not None and not self.transport.is_closing()
+
+    def send(self, cmd: RemotingCommand) -> None:
+        """Write a command (a response, or a oneway request) without waiting."""
+        if not self.is_open:
+            return
+        assert self.transport is not None
+        head, body = cmd.encode_parts()
+        if body:
+            self.transport.writelines((head, body))
+        else:
+            self.transport.write(head)
+
+    async def drain(self) -> None:
+        """Wait while the transport's write buffer is above its high-water mark."""
+        if self._can_write is not None and not self._can_write.is_set():
+            await self._can_write.wait()
+
+    async def request(
+        self, cmd: RemotingCommand, timeout: float  # noqa: ASYNC109 - per-request timeout, Remoting API
+    ) -> RemotingCommand:
+        """Send a request and wait up to ``timeout`` seconds for its response."""
+        if not self.is_open:
+            raise RemotingError(f"connection to {self.peer} is closed")
+        if len(self._pending) >= self.max_pending:
+            raise RemotingError(f"{len(self._pending)} requests to {self.peer} already wait")
+        cmd.opaque = next(self._opaques) & 0x7FFFFFFF
+        fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        self._pending[cmd.opaque] = fut
+        try:
+            self.send(cmd)
+            return await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            raise RemotingTimeoutError(
+                f"no response from {self.peer} to request {cmd.code} within {timeout:.3f} s"
+            ) from None
+        finally:
+            self._pending.pop(cmd.opaque, None)
+
+    def send_oneway(self, cmd: RemotingCommand) -> None:
+        cmd.flag |= 0x2
+        cmd.opaque = next(self._opaques) & 0x7FFFFFFF
+        self.send(cmd)
+
+    def close(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    async def wait_closed(self) -> None:
+        if self._closed_fut is not None:
+            await asyncio.shield(self._closed_fut)

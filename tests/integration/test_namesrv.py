@@ -1,0 +1,98 @@
+"""The NameServer on loopback: a broker registers (plain and compressed), clients get routes in
+the JSON form their version expects, KV config, unknown codes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from rocketlite.namesrv.server import NameServer
+from rocketlite.protocol import headers as h
+from rocketlite.protocol.bodies import (
+    ClusterInfo,
+    RegisterBrokerBody,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
+    TopicRouteData,
+)
+from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.command import RemotingCommand
+from rocketlite.remoting.client import RemotingClient
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def ns(tmp_path: Path) -> AsyncIterator[tuple[NameServer, RemotingClient, str]]:
+    server = NameServer("127.0.0.1", 0, kv_config_path=tmp_path / "kvConfig.json")
+    await server.start()
+    client = RemotingClient()
+    try:
+        yield server, client, f"127.0.0.1:{server.port}"
+    finally:
+        await client.close()
+        await server.close()
+
+
+def register_cmd(compressed: bool) -> RemotingCommand:
+    body = RegisterBrokerBody(topicConfigSerializeWrapper=TopicConfigSerializeWrapper(
+        topicConfigTable={"TopicTest": TopicConfig(topicName="TopicTest", readQueueNums=4,
+                                                   writeQueueNums=4)}))
+    hdr = h.RegisterBrokerRequestHeader(
+        brokerName="broker-a", brokerAddr="127.0.0.1:10911", clusterName="DefaultCluster",
+        haServerAddr="127.0.0.1:10912", brokerId=0, compressed=compressed)
+    return RemotingCommand.request(RequestCode.REGISTER_BROKER, hdr.to_ext(),
+                                   body=body.encode(compressed=compressed))
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+async def test_register_then_route_in_both_json_forms(
+    ns: tuple[NameServer, RemotingClient, str], compressed: bool
+) -> None:
+    _, client, addr = ns
+    r = await client.invoke(addr, register_cmd(compressed), 5)
+    assert r.code == ResponseCode.SUCCESS
+    old = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicTest"})
+    old.version = 121  # ali-ons
+    r = await client.invoke(addr, old, 5)
+    assert r.code == ResponseCode.SUCCESS and b'{0:"127.0.0.1:10911"}' in r.body
+    new = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicTest"})
+    new.version = 479
+    r = await client.invoke(addr, new, 5)
+    assert b'{"0":"127.0.0.1:10911"}' in r.body
+    route = TopicRouteData.from_json(r.body)
+    assert route.queueDatas[0].writeQueueNums == 4
+    r = await client.invoke(addr, RemotingCommand.request(
+        RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "Missing"}), 5)
+    assert r.code == ResponseCode.TOPIC_NOT_EXIST and "Missing" in (r.remark or "")
+    r = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO), 5)
+    assert ClusterInfo.from_json(r.body).clusterAddrTable == {"DefaultCluster": {"broker-a"}}
+
+
+async def test_bad_register_header_is_an_error_reply(ns: tuple[NameServer, RemotingClient, str]) -> None:
+    _, client, addr = ns
+    r = await client.invoke(addr, RemotingCommand.request(
+        RequestCode.REGISTER_BROKER, {"brokerName": "x", "brokerId": "zero"}), 5)
+    remark = r.remark or ""
+    assert r.code == ResponseCode.SYSTEM_ERROR
+    assert "brokerAddr" in remark or "brokerId" in remark
+    r = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC), 5)
+    assert r.code == ResponseCode.SYSTEM_ERROR and "topic" in (r.remark or "")
+
+
+async def test_kv_config_persists(ns: tuple[NameServer, RemotingClient, str], tmp_path: Path) -> None:
+    _, client, addr = ns
+    put = h.PutKVConfigRequestHeader(namespace="ORDER_TOPIC_CONFIG", key="T", value="broker-a:4")
+    r = await client.invoke(addr, RemotingCommand.request(RequestCode.PUT_KV_CONFIG, put.to_ext()), 5)
+    assert r.code == ResponseCode.SUCCESS
+    get = {"namespace": "ORDER_TOPIC_CONFIG", "key": "T"}
+    r = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_KV_CONFIG, get), 5)
+    assert r.ext_fields["value"] == "broker-a:4"
+    again = NameServer("127.0.0.1", 0, kv_config_path=tmp_path / "kvConfig.json")
+    again._load_kv()
+    assert again.kv == {"ORDER_TOPIC_CONFIG": {"T": "broker-a:4"}}
+    r = await client.invoke(addr, RemotingCommand.request(RequestCode.DELETE_KV_CONFIG, get), 5)
+    r = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_KV_CONFIG, get), 5)
+    assert r.code == ResponseCode.QUERY_NOT_FOUND

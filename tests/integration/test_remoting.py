@@ -1,0 +1,149 @@
+"""The Remoting transport on real loopback sockets: request/response, oneway, unknown codes,
+handler errors, timeouts, malformed input, peer-initiated requests, closing."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections.abc import AsyncIterator
+
+import pytest
+
+from rocketlite.common.errors import RemotingError, RemotingTimeoutError
+from rocketlite.protocol.codes import ResponseCode
+from rocketlite.protocol.command import RemotingCommand, decode_frame
+from rocketlite.remoting.client import RemotingClient
+from rocketlite.remoting.connection import Connection
+from rocketlite.remoting.server import RemotingServer
+
+pytestmark = pytest.mark.integration
+
+ECHO, SLOW, FAIL, ONEWAY, ASK_BACK = 9001, 9002, 9003, 9004, 9005
+
+
+class Fixture:
+    def __init__(self, server: RemotingServer, client: RemotingClient) -> None:
+        self.server = server
+        self.client = client
+        self.addr = f"127.0.0.1:{server.port}"
+        self.oneway_seen: list[RemotingCommand] = []
+
+
+@pytest.fixture
+async def fx() -> AsyncIterator[Fixture]:
+    server = RemotingServer("127.0.0.1", 0, name="test")
+    seen: list[RemotingCommand] = []
+
+    def echo(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.response(0, ext_fields={"echo": cmd.ext_fields.get("v", "")}, body=cmd.body)
+
+    async def slow(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        await asyncio.sleep(float(cmd.ext_fields["s"]))
+        return cmd.response(0)
+
+    def fail(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        raise ValueError("the handler broke")
+
+    def oneway(conn: Connection, cmd: RemotingCommand) -> None:
+        seen.append(cmd)
+
+    async def ask_back(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        # the server asks the client something on the same connection, then answers
+        answer = await conn.request(RemotingCommand.request(40, {"q": "who"}), 2.0)
+        return cmd.response(0, ext_fields={"client_said": answer.ext_fields.get("a", "")})
+
+    for code, fn in ((ECHO, echo), (SLOW, slow), (FAIL, fail), (ONEWAY, oneway),
+                     (ASK_BACK, ask_back)):
+        server.register(code, fn)  # type: ignore[arg-type]
+    await server.start()
+
+    def client_handler(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.response(0, ext_fields={"a": "client-" + cmd.ext_fields["q"]})
+
+    client = RemotingClient(client_handler)
+    f = Fixture(server, client)
+    f.oneway_seen = seen
+    try:
+        yield f
+    finally:
+        await client.close()
+        await server.close()
+
+
+async def test_request_response_and_concurrency(fx: Fixture) -> None:
+    reqs = [RemotingCommand.request(ECHO, {"v": str(i)}, body=b"x" * i) for i in range(200)]
+    replies = await asyncio.gather(*(fx.client.invoke(fx.addr, r, 5) for r in reqs))
+    assert [r.ext_fields["echo"] for r in replies] == [str(i) for i in range(200)]
+    assert [len(r.body) for r in replies] == list(range(200))
+    assert all(r.is_response and r.code == 0 for r in replies)
+
+
+async def test_unknown_code_and_failing_handler(fx: Fixture) -> None:
+    r = await fx.client.invoke(fx.addr, RemotingCommand.request(4242), 5)
+    assert r.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and "4242" in (r.remark or "")
+    r = await fx.client.invoke(fx.addr, RemotingCommand.request(FAIL), 5)
+    assert r.code == ResponseCode.SYSTEM_ERROR and "the handler broke" in (r.remark or "")
+    r = await fx.client.invoke(fx.addr, RemotingCommand.request(ECHO, {"v": "still up"}), 5)
+    assert r.ext_fields["echo"] == "still up"
+
+
+async def test_timeout_then_connection_still_usable(fx: Fixture) -> None:
+    with pytest.raises(RemotingTimeoutError):
+        await fx.client.invoke(fx.addr, RemotingCommand.request(SLOW, {"s": "0.5"}), 0.05)
+    r = await fx.client.invoke(fx.addr, RemotingCommand.request(ECHO, {"v": "1"}), 5)
+    assert r.ext_fields["echo"] == "1"
+
+
+async def test_oneway_gets_no_reply(fx: Fixture) -> None:
+    await fx.client.invoke_oneway(fx.addr, RemotingCommand.request(ONEWAY, {"n": "1"}))
+    await fx.client.invoke(fx.addr, RemotingCommand.request(ECHO), 5)  # ordered after it
+    assert [c.ext_fields["n"] for c in fx.oneway_seen] == ["1"]
+
+
+async def test_server_initiated_request_reaches_client_handler(fx: Fixture) -> None:
+    r = await fx.client.invoke(fx.addr, RemotingCommand.request(ASK_BACK), 5)
+    assert r.ext_fields["client_said"] == "client-who"
+
+
+async def raw_exchange(addr: str, payload: bytes) -> bytes:
+    """Send raw bytes; return what comes back before the server closes (or 5 s pass)."""
+    host, port = addr.split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(payload)
+    await writer.drain()
+    try:
+        return await asyncio.wait_for(reader.read(65536), 5)
+    finally:
+        writer.close()
+
+
+def frame(header: bytes) -> bytes:
+    return struct.pack(">ii", 4 + len(header), len(header)) + header
+
+
+async def test_malformed_input_is_answered_or_closed_never_crashes(fx: Fixture) -> None:
+    # a header that parses, with its opaque, but a wrong field type: answered SYSTEM_ERROR
+    reply = await raw_exchange(fx.addr, frame(b'{"code":"abc","opaque":7,"flag":0}'))
+    cmd = decode_frame(reply[4:])
+    assert cmd.opaque == 7 and cmd.is_response and cmd.code == ResponseCode.SYSTEM_ERROR
+    assert "code" in (cmd.remark or "")
+    # a header that does not parse at all: nothing to answer to, the connection closes
+    assert await raw_exchange(fx.addr, frame(b'{"code":9001,"opaque":7,')) == b""
+    # an absurd frame length: closed before anything is buffered
+    assert await raw_exchange(fx.addr, struct.pack(">ii", 1 << 30, 10)) == b""
+    # an unknown serialize type
+    assert await raw_exchange(fx.addr, struct.pack(">ii", 6, (7 << 24) | 2) + b"{}") == b""
+    r = await fx.client.invoke(fx.addr, RemotingCommand.request(ECHO, {"v": "ok"}), 5)
+    assert r.ext_fields["echo"] == "ok"
+
+
+async def test_pending_requests_fail_when_the_server_goes_away(fx: Fixture) -> None:
+    task = asyncio.ensure_future(
+        fx.client.invoke(fx.addr, RemotingCommand.request(SLOW, {"s": "5"}), 10)
+    )
+    await asyncio.sleep(0.1)
+    await fx.server.close()
+    with pytest.raises(RemotingError):
+        await task
+    with pytest.raises(RemotingError):
+        await fx.client.invoke(fx.addr, RemotingCommand.request(ECHO), 1)

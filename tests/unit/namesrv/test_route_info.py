@@ -1,0 +1,76 @@
+"""RouteInfo: registration, routes, slaves, expiry, unregistering, TBW102 fallback."""
+
+from __future__ import annotations
+
+from rocketlite.namesrv.route_info import RouteInfo
+from rocketlite.protocol.bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+
+
+def wrapper(*topics: str, counter: int = 1, queues: int = 4) -> TopicConfigSerializeWrapper:
+    return TopicConfigSerializeWrapper(
+        topicConfigTable={t: TopicConfig(topicName=t, readQueueNums=queues, writeQueueNums=queues)
+                          for t in topics},
+        dataVersion=DataVersion(counter=counter, timestamp=1),
+    )
+
+
+def register(r: RouteInfo, name: str, addr: str, bid: int, w: TopicConfigSerializeWrapper | None,
+             now: int = 0, cluster: str = "C") -> tuple[str | None, str | None]:
+    return r.register_broker(cluster=cluster, broker_addr=addr, broker_name=name, broker_id=bid,
+                             ha_server_addr=addr.replace("109", "119"), topics=w, now_ms=now)
+
+
+def test_master_topics_make_routes() -> None:
+    r = RouteInfo(auto_create_route=False)
+    register(r, "a", "h:10911", 0, wrapper("T1", "T2"))
+    register(r, "b", "h:10921", 0, wrapper("T1", queues=8))
+    route = r.pick_route("T1")
+    assert route is not None
+    assert [q.brokerName for q in route.queueDatas] == ["a", "b"]
+    assert [q.writeQueueNums for q in route.queueDatas] == [4, 8]
+    assert [b.brokerAddrs for b in route.brokerDatas] == [{0: "h:10911"}, {0: "h:10921"}]
+    assert r.pick_route("nope") is None
+    assert r.topic_list().topicList == {"T1", "T2"}
+    info = r.cluster_info()
+    assert info.clusterAddrTable == {"C": {"a", "b"}}
+
+
+def test_slave_learns_its_master_and_does_not_change_topics() -> None:
+    r = RouteInfo()
+    register(r, "a", "h:10911", 0, wrapper("T1"))
+    master, ha = register(r, "a", "s:10911", 1, wrapper("Other"))
+    assert master == "h:10911" and ha == "h:11911"
+    route = r.pick_route("T1")
+    assert route is not None and route.brokerDatas[0].brokerAddrs == {0: "h:10911", 1: "s:10911"}
+    assert r.pick_route("Other") is None or "Other" not in r.topic_queues
+
+
+def test_new_data_version_replaces_topics() -> None:
+    r = RouteInfo(auto_create_route=False)
+    register(r, "a", "h:10911", 0, wrapper("T1", "T2", counter=1))
+    register(r, "a", "h:10911", 0, wrapper("T2", counter=2))
+    assert r.pick_route("T1") is None and r.pick_route("T2") is not None
+
+
+def test_silent_broker_expires_with_its_queues() -> None:
+    r = RouteInfo(auto_create_route=False)
+    register(r, "a", "h:10911", 0, wrapper("T1"), now=0)
+    register(r, "b", "h:10921", 0, wrapper("T1"), now=0)
+    assert r.scan_inactive(100_000) == []
+    r.heartbeat("h:10921", 100_000)
+    assert r.scan_inactive(120_001) == ["h:10911"]
+    route = r.pick_route("T1")
+    assert route is not None and [b.brokerName for b in route.brokerDatas] == ["b"]
+    assert r.cluster_info().clusterAddrTable == {"C": {"b"}}
+    assert r.scan_inactive(300_000) == ["h:10921"]
+    assert r.pick_route("T1") is None and r.topic_queues == {} and r.clusters == {}
+
+
+def test_unregister_and_auto_create_route() -> None:
+    r = RouteInfo(auto_create_route=True)
+    register(r, "a", "h:10911", 0, wrapper("TBW102", "T1"))
+    fallback = r.pick_route("BrandNew")
+    assert fallback is not None and fallback.brokerDatas[0].brokerName == "a"
+    r.unregister_broker("C", "h:10911", "a", 0)
+    assert r.pick_route("T1") is None and r.pick_route("BrandNew") is None
+    assert r.brokers == {} and r.live == {}

@@ -94,5 +94,6 @@ async def test_kv_config_persists(ns: tuple[NameServer, RemotingClient, str], tm
     again._load_kv()
     assert again.kv == {"ORDER_TOPIC_CONFIG": {"T": "broker-a:4"}}
     r = await client.invoke(addr, RemotingCommand.request(RequestCode.DELETE_KV_CONFIG, get), 5)
+    assert r.code == ResponseCode.SUCCESS
     r = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_KV_CONFIG, get), 5)
     assert r.code == ResponseCode.QUERY_NOT_FOUND

@@ -115,27 +115,35 @@ class CommitLog:
                 self._topics[topic] = tb
         return tb
 
-    def _check(self, m: MessageToStore, props: bytes) -> int:
-        tb = self.topic_bytes(m.topic)
-        if len(m.body) > self.config.max_message_size:
+    def _check_message(
+        self, topic: str, body_len: int, props_len: int, queue_id: int, born_host: bytes,
+        sys_flag: int,
+    ) -> tuple[bytes, int]:
+        """Validate one message's shape (a batch passes its largest body and properties);
+        return the topic's bytes and the record size. Raises MessageIllegalError."""
+        tb = self.topic_bytes(topic)
+        if body_len > self.config.max_message_size:
             raise MessageIllegalError(
-                f"message body is {len(m.body)} bytes, larger than maxMessageSize "
+                f"message body is {body_len} bytes, larger than maxMessageSize "
                 f"{self.config.max_message_size}"
             )
-        if len(props) > 32767:
-            raise MessageIllegalError(f"properties are {len(props)} bytes, the limit is 32767")
-        if not 0 <= m.queue_id <= QUEUE_ID_MAX:
-            raise MessageIllegalError(f"queue id {m.queue_id} is out of range 0..{QUEUE_ID_MAX}")
-        v6 = rec.SYSFLAG_BORNHOST_V6 if len(m.born_host) == 16 else 0
-        if len(m.born_host) not in (4, 16):
-            raise MessageIllegalError(f"born host has {len(m.born_host)} bytes, expected 4 or 16")
-        size = rec.record_size(len(m.body), len(tb), len(props), v6 | self._host_flag)
+        if props_len > 32767:
+            raise MessageIllegalError(f"properties are {props_len} bytes, the limit is 32767")
+        if not 0 <= queue_id <= QUEUE_ID_MAX:
+            raise MessageIllegalError(f"queue id {queue_id} is out of range 0..{QUEUE_ID_MAX}")
+        if len(born_host) not in (4, 16):
+            raise MessageIllegalError(f"born host has {len(born_host)} bytes, expected 4 or 16")
+        v6 = rec.SYSFLAG_BORNHOST_V6 if len(born_host) == 16 else 0
+        size = rec.record_size(body_len, len(tb), props_len, sys_flag | v6 | self._host_flag)
         if size > self.max_record_size:
             raise MessageIllegalError(
                 f"record of {size} bytes does not fit a CommitLog segment of "
                 f"{self.config.mapped_file_size_commit_log} bytes"
             )
-        return size
+        return tb, size
+
+    def _check(self, m: MessageToStore, props: bytes) -> int:
+        return self._check_message(m.topic, len(m.body), len(props), m.queue_id, m.born_host, 0)[1]
 
     # -- appending ---------------------------------------------------------------------------
 
@@ -220,7 +228,6 @@ class CommitLog:
         return results
 
     def _check_batch(self, b: MessageBatch, blens: list[int], plens: list[int]) -> bytes:
-        tb = self.topic_bytes(b.topic)
         n = len(blens)
         if not n or len(plens) != n or (b.flags is not None and len(b.flags) != n):
             raise MessageIllegalError(
@@ -229,26 +236,9 @@ class CommitLog:
             )
         if b.sys_flag & rec.SYSFLAG_TRANSACTION_MASK:
             raise MessageIllegalError("a batch cannot carry transactional messages")
-        if not 0 <= b.queue_id <= QUEUE_ID_MAX:
-            raise MessageIllegalError(f"queue id {b.queue_id} is out of range 0..{QUEUE_ID_MAX}")
-        if len(b.born_host) not in (4, 16):
-            raise MessageIllegalError(f"born host has {len(b.born_host)} bytes, expected 4 or 16")
-        biggest = max(blens)
-        if biggest > self.config.max_message_size:
-            raise MessageIllegalError(
-                f"message body is {biggest} bytes, larger than maxMessageSize "
-                f"{self.config.max_message_size}"
-            )
-        if max(plens) > 32767:
-            raise MessageIllegalError(f"properties are {max(plens)} bytes, the limit is 32767")
-        flags = b.sys_flag | self._host_flag | (rec.SYSFLAG_BORNHOST_V6 if len(b.born_host) == 16 else 0)
-        size = rec.record_size(biggest, len(tb), max(plens), flags)
-        if size > self.max_record_size:
-            raise MessageIllegalError(
-                f"record of {size} bytes does not fit a CommitLog segment of "
-                f"{self.config.mapped_file_size_commit_log} bytes"
-            )
-        return tb
+        return self._check_message(
+            b.topic, max(blens), max(plens), b.queue_id, b.born_host, b.sys_flag
+        )[0]
 
     def append_batch(self, b: MessageBatch) -> BatchAppendResult:
         """Append a batch of one topic and queue; all or nothing on validation.

@@ -73,11 +73,12 @@ class ConsumeQueue:
         """Write one unit at ``queue_offset``. Consecutive units gather in a run buffer (the tail)
         until ``commit``, whether they extend the segment or rewrite it in place."""
         pos = queue_offset * CQ_UNIT_SIZE
-        if pos == self._tail_end and pos < self._tail_limit:
-            self._tail += CQ_UNIT.pack(commit_log_offset, size, tags_code)
+        unit = CQ_UNIT.pack(commit_log_offset, size, tags_code)
+        if pos == self._tail_end and pos < self._tail_limit:  # the common case, inline
+            self._tail += unit
             self._tail_end = pos + CQ_UNIT_SIZE
         else:
-            self._put_slow(pos, CQ_UNIT.pack(commit_log_offset, size, tags_code), queue_offset)
+            self._append(pos, unit, queue_offset)
         end = commit_log_offset + size
         if end > self.max_physic_end:
             self.max_physic_end = end
@@ -86,33 +87,29 @@ class ConsumeQueue:
         self, offsets: Sequence[int], sizes: Sequence[int], tags_codes: Sequence[int],
         queue_offset: int,
     ) -> None:
-        """Write consecutive units from ``queue_offset`` (one pack when they extend the newest
-        segment), buffered like ``put``."""
-        n = len(offsets)
-        pos = queue_offset * CQ_UNIT_SIZE
-        data = units_struct(n).pack(
+        """Write consecutive units from ``queue_offset`` (one pack), buffered like ``put``."""
+        data = units_struct(len(offsets)).pack(
             *chain.from_iterable(zip(offsets, sizes, tags_codes, strict=True))
         )
-        if pos != self._tail_end:
-            # Not after the tail: the first unit commits it and starts a new one if it can.
-            self._put_slow(pos, data[:CQ_UNIT_SIZE], queue_offset)
-            data = data[CQ_UNIT_SIZE:]
-            pos += CQ_UNIT_SIZE
-            queue_offset += 1
-        if pos == self._tail_end and pos + len(data) <= self._tail_limit:
-            self._tail += data
-            self._tail_end = pos + len(data)
-        else:  # crosses a segment end (or rewrites units in place): unit by unit
-            for i in range(0, len(data), CQ_UNIT_SIZE):
-                unit = data[i : i + CQ_UNIT_SIZE]
-                if pos + i == self._tail_end and pos + i < self._tail_limit:
-                    self._tail += unit
-                    self._tail_end = pos + i + CQ_UNIT_SIZE
-                else:
-                    self._put_slow(pos + i, unit, queue_offset + i // CQ_UNIT_SIZE)
+        self._append(queue_offset * CQ_UNIT_SIZE, data, queue_offset)
         end = offsets[-1] + sizes[-1]
         if end > self.max_physic_end:
             self.max_physic_end = end
+
+    def _append(self, pos: int, data: bytes, queue_offset: int) -> None:
+        """Add consecutive units at ``pos`` to the run, starting new runs where they leave it
+        (a segment end, a rewrite in place, a gap)."""
+        while data:
+            if pos == self._tail_end and pos < self._tail_limit:
+                take = min(len(data), self._tail_limit - pos)
+                self._tail += data[:take]
+                self._tail_end = pos + take
+            else:
+                take = CQ_UNIT_SIZE
+                self._put_slow(pos, data[:take], queue_offset)
+            data = data[take:]
+            pos += take
+            queue_offset += take // CQ_UNIT_SIZE
 
     def _put_slow(self, pos: int, unit: bytes, queue_offset: int) -> None:
         """Commit the current run and start a new one at ``pos`` (the end of the newest segment,
@@ -140,9 +137,7 @@ class ConsumeQueue:
         if mf is None:
             return
         tail, start = self._tail, self._tail_start
-        self._tail_mf = None
-        self._tail = bytearray()
-        self._tail_end = self._tail_limit = -1
+        self._drop_tail()
         mf.write_at(start - mf.file_from_offset, tail)
 
     def _drop_tail(self) -> None:

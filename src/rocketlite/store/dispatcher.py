@@ -60,7 +60,6 @@ class Dispatcher:
         self.dirty: set[ConsumeQueue] = set()
         self._queues: dict[tuple[bytes, int], ConsumeQueue] = {}
         self._topic_names: dict[bytes, str] = {}
-        self._queues_by_name: dict[tuple[str, int], ConsumeQueue] = {}
         # Queues written this round, with their next offset: committed and announced at its end.
         self._touched: dict[ConsumeQueue, int] = {}
         self.lock = threading.Lock()  # held while dispatching; flushers take it to snapshot
@@ -158,10 +157,7 @@ class Dispatcher:
 
     def _dispatch_hint(self, h: DispatchHint) -> None:
         """Dispatch a run of records of one topic and queue that an append described."""
-        key = (h.topic, h.queue_id)
-        cq = self._queues_by_name.get(key)
-        if cq is None:
-            cq = self._queues_by_name[key] = self.consume_queue(h.topic, h.queue_id)
+        cq = self.consume_queue(h.topic, h.queue_id)
         props = h.properties
         n = len(props)
         if props.count(props[0]) == n:  # one property string for the whole run: one tags code
@@ -171,15 +167,18 @@ class Dispatcher:
         cq.put_batch(h.offsets, h.sizes, codes, h.queue_offset)
         self._touched[cq] = h.queue_offset + n
         self.last_store_timestamp = h.store_timestamp
-        index = self.index
-        if index is not None:
+        if self.index is not None:
             for i, p in enumerate(props):
                 if _KEYS in p or _UNIQ in p:
-                    keys = find_property(p, _KEYS)
-                    uniq = find_property(p, _UNIQ)
-                    if keys or uniq:
-                        index.build(h.topic, keys.split(" ") if keys else [], uniq, h.offsets[i],
-                                    h.store_timestamp)
+                    self._index_keys(self.index, h.topic, p, h.offsets[i], h.store_timestamp)
+
+    @staticmethod
+    def _index_keys(index: IndexService, topic: str, props: bytes, phys: int, store_ts: int) -> None:
+        """Index ``topic#key`` for every KEYS entry and the UNIQ_KEY of one record."""
+        keys = find_property(props, _KEYS)
+        uniq = find_property(props, _UNIQ)
+        if keys or uniq:
+            index.build(topic, keys.split(" ") if keys else [], uniq, phys, store_ts)
 
     def _dispatch_segment(self, buf: mmap.mmap, pos: int, limit: int, readable: int) -> int:
         """Dispatch records in [pos, limit) of one segment; return where it stopped, or
@@ -213,10 +212,7 @@ class Dispatcher:
                 cq.put(phys, size, tags_code(tags), qoff)
                 touched[cq] = qoff + 1
             if index is not None and (_KEYS in props or _UNIQ in props):
-                keys = find_property(props, _KEYS)
-                uniq = find_property(props, _UNIQ)
-                if keys or uniq:
-                    index.build(topic, keys.split(" ") if keys else [], uniq, phys, store_ts)
+                self._index_keys(index, topic, props, phys, store_ts)
         if last_ts:
             self.last_store_timestamp = last_ts
         if pos < limit:

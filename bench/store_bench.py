@@ -66,6 +66,9 @@ def wait_dispatch(store: MessageStore, timeout_s: float) -> float:
     return time.perf_counter() - t0
 
 
+WARM_UP_S = 0.5
+
+
 def bench_append(root: Path, flush: str, body_size: int, topics: int, total_bytes: int,
                  batch: int, uniq_keys: bool, dispatch: bool,
                  min_seconds: float = 0.0) -> dict[str, float]:
@@ -75,6 +78,7 @@ def bench_append(root: Path, flush: str, body_size: int, topics: int, total_byte
     it then takes to catch up (the lag); without, it is paused and the figure is how long it
     takes alone to dispatch everything (its own rate)."""
     shutil.rmtree(root, ignore_errors=True)
+    os.sync()  # the previous row's dirty pages are written back on its time, not on this row's
     n = max(batch, total_bytes // body_size)
     bodies = [os.urandom(body_size) for _ in range(batch)]
     names = [f"BenchTopic{t}" for t in range(topics)]
@@ -94,13 +98,19 @@ def bench_append(root: Path, flush: str, body_size: int, topics: int, total_byte
         for name in names:  # create every topic's ConsumeQueue before timing
             store.put_batch(MessageBatch(topic=name, queue_id=0, bodies=bodies[:1],
                                          properties=same[:1]))
+        warm_until = time.perf_counter() + WARM_UP_S  # fault in code paths and the first pages
+        i = 0
+        while time.perf_counter() < warm_until:
+            put = store.put_batch(batches[i])
+            i = i + 1 if i + 1 < topics else 0
+            if put.flushed is not None:
+                put.flushed.result(5)
         wait_dispatch(store, 600)
         if not dispatch:
             store.dispatcher.shutdown()
         done = 0
         pending: list[Future[None]] = []
         t0 = time.perf_counter()
-        i = 0
         while done < n or time.perf_counter() - t0 < min_seconds:
             put = store.put_batch(batches[i])
             i = i + 1 if i + 1 < topics else 0

@@ -1,4 +1,4 @@
-"""The command line: start (store demo), store inspect, store verify."""
+"""The command line: store inspect, store verify."""
 
 from __future__ import annotations
 
@@ -58,11 +58,3 @@ def test_inspect_prints_messages_units_and_headers(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     for text in ("CommitLog", "TopicTest", "ConsumeQueue", "IndexFile headers", "checkpoint"):
         assert text in r.output
-
-
-def test_start_runs_the_store_demo(tmp_path: Path) -> None:
-    r = runner.invoke(app, ["start", "--store", str(tmp_path / "s"), "--messages", "200"])
-    assert r.exit_code == 0, r.output
-    assert "appended 200 messages" in r.output
-    assert "hello rocketlite 199" in r.output
-    assert not (tmp_path / "s" / "abort").exists()

@@ -35,9 +35,10 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Annotated, Any, NamedTuple, Self
+from typing import Annotated, Any, ClassVar, NamedTuple, Self
 
 from rocketlite.common.errors import BodyError
+from rocketlite.formats.javahash import java_string_hash
 from rocketlite.protocol import fastjson
 from rocketlite.protocol.headers import Int32, Int64, IntRange
 
@@ -635,6 +636,42 @@ class SubscriptionData(JsonBody):
     subVersion: Int64 = field(default_factory=_now_ms)
     expressionType: str = "TAG"
     filterClassSource: str | None = None
+
+    SUB_ALL: ClassVar[str] = "*"
+
+    @classmethod
+    def from_expression(cls, topic: str, expression: str | None, expression_type: str = "TAG",
+                        sub_version: int | None = None) -> SubscriptionData:
+        """Java's ``FilterAPI.build``: ``"*"``, empty or None subscribe to every tag; otherwise
+        ``"TagA || TagB"`` gives the tags and their hash codes."""
+        sub = cls(topic=topic, subString=cls.SUB_ALL, expressionType=expression_type or "TAG")
+        if sub_version is not None:
+            sub.subVersion = sub_version
+        text = (expression or "").strip()
+        if text and text != cls.SUB_ALL and sub.expressionType == "TAG":
+            for tag in text.split("||"):
+                tag = tag.strip()
+                if tag:
+                    sub.tagsSet.add(tag)
+                    sub.codeSet.add(java_string_hash(tag))
+            sub.subString = text
+        elif text and sub.expressionType != "TAG":
+            sub.subString = text
+        return sub
+
+    @property
+    def matches_all(self) -> bool:
+        return self.expressionType == "TAG" and (
+            not self.subString or self.subString.strip() == self.SUB_ALL)
+
+    def with_codes(self) -> SubscriptionData:
+        """This subscription with ``codeSet`` filled from ``subString`` when a client sent only
+        the string (the C++ client does)."""
+        if self.codeSet or self.matches_all or self.expressionType != "TAG":
+            return self
+        built = SubscriptionData.from_expression(self.topic, self.subString, self.expressionType,
+                                                 self.subVersion)
+        return dataclasses.replace(self, tagsSet=built.tagsSet, codeSet=built.codeSet)
 
 
 @dataclass(slots=True, kw_only=True)

@@ -15,7 +15,7 @@ The fields that carry them:
 
 from __future__ import annotations
 
-from enum import IntEnum
+from enum import IntEnum, IntFlag
 from typing import Final
 
 RPC_TYPE_RESPONSE: Final = 0x1
@@ -232,6 +232,16 @@ class RequestCode(IntEnum):
     POLLING_INFO = 200055
     POP_ROLLBACK = 200056
     BATCH_ACK_MESSAGE = 200151
+
+
+class PullSysFlag(IntFlag):
+    """``PullSysFlag``: bits of PULL_MESSAGE's ``sysFlag``."""
+
+    COMMIT_OFFSET = 0x1
+    SUSPEND = 0x2
+    SUBSCRIPTION = 0x4
+    CLASS_FILTER = 0x8
+    LITE_PULL = 0x10
 
 
 class ResponseCode(IntEnum):

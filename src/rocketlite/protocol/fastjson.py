@@ -317,3 +317,12 @@ def _encode(obj: Any, legacy: bool, out: list[str]) -> None:
         _encode_array(ordered, legacy, out)
     else:
         raise TypeError(f"cannot write a value of type {type(obj).__name__} as JSON")
+
+
+def parses(data: bytes) -> bool:
+    """True if ``data`` is JSON in any dialect ``loads`` accepts (to vet a config file's copy)."""
+    try:
+        loads(data)
+    except BodyError:
+        return False
+    return True

@@ -22,7 +22,7 @@ import itertools
 import logging
 import socket
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Protocol, cast
 
 from rocketlite.common.errors import FormatError, ProtocolError, RemotingError, RemotingTimeoutError
 from rocketlite.protocol.codes import ResponseCode
@@ -33,6 +33,17 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_FRAME = 16 * 1024 * 1024
 DEFAULT_MAX_INFLIGHT = 1024
 DEFAULT_MAX_PENDING = 65536
+
+
+def _packed_ip(ip: str) -> bytes:
+    """The peer's address as a message's born host: IPv4 (also IPv4-mapped IPv6) in 4 bytes."""
+    try:
+        packed = socket.inet_pton(socket.AF_INET6 if ":" in ip else socket.AF_INET, ip)
+    except OSError:
+        return b"\x7f\x00\x00\x01"
+    if len(packed) == 16 and packed[:12] == b"\x00" * 10 + b"\xff\xff":
+        return packed[12:]
+    return packed
 
 
 class RequestHandler(Protocol):
@@ -62,6 +73,8 @@ class Connection(asyncio.Protocol):
         self.on_close = on_close
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        self.peer_host = b"\x7f\x00\x00\x01"  # packed IPv4 (4 bytes) or IPv6 (16 bytes)
+        self.peer_port = 0
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._inflight = 0
         self._reading_paused = False
@@ -71,14 +84,16 @@ class Connection(asyncio.Protocol):
     # -- asyncio.Protocol ---------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        self.transport = cast(asyncio.Transport, transport)
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple):
             self.peer = f"{peer[0]}:{peer[1]}"
+            self.peer_port = int(peer[1])
+            self.peer_host = _packed_ip(str(peer[0]))
         loop = asyncio.get_running_loop()
         self._closed_fut = loop.create_future()
         self._can_write = asyncio.Event()

@@ -181,28 +181,15 @@ class StoreConfig:
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> StoreConfig:
         """Build from RocketMQ keys; unknown keys are ignored, values are stripped and typed."""
-        values: dict[str, Any] = {}
-        for f in fields(cls):
-            key = f.metadata["key"]
-            if key in props:
-                values[f.name] = _parse(key, props[key].strip(), _FIELD_TYPES[f.name])
-        return cls(**values)
+        return cls(**kwargs_from_properties(cls, props))
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> StoreConfig:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise ConfigError(f"cannot read config file {path}: {e}") from e
-        return cls.from_properties(load_properties(text))
+        return cls.from_properties(read_properties_file(path))
 
     def to_properties(self) -> dict[str, str]:
         """RocketMQ key -> value string; ``from_properties`` of it gives an equal config."""
-        out: dict[str, str] = {}
-        for f in fields(self):
-            v = getattr(self, f.name)
-            out[f.metadata["key"]] = ("true" if v else "false") if isinstance(v, bool) else str(v)
-        return out
+        return to_properties(self)
 
     def replace(self, **changes: Any) -> StoreConfig:
         return dataclasses.replace(self, **changes)
@@ -216,7 +203,37 @@ KEY_TO_FIELD: dict[str, str] = {key: name for name, key in _FIELD_KEYS.items()}
 """RocketMQ key -> StoreConfig field name."""
 
 
-def _parse(key: str, raw: str, typ: type) -> object:
+def kwargs_from_properties(cls: type, props: Mapping[str, str]) -> dict[str, Any]:
+    """Constructor arguments of a config dataclass whose fields carry their RocketMQ key in
+    ``metadata["key"]``: the keys present in ``props``, typed by the fields' annotations."""
+    types = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for f in fields(cls):
+        key = f.metadata["key"]
+        if key in props:
+            values[f.name] = parse_value(key, props[key].strip(), types[f.name])
+    return values
+
+
+def to_properties(config: Any) -> dict[str, str]:
+    """RocketMQ key -> value string of a config dataclass (see ``kwargs_from_properties``)."""
+    out: dict[str, str] = {}
+    for f in fields(config):
+        v = getattr(config, f.name)
+        out[f.metadata["key"]] = ("true" if v else "false") if isinstance(v, bool) else str(v)
+    return out
+
+
+def read_properties_file(path: str | os.PathLike[str]) -> dict[str, str]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read config file {path}: {e}") from e
+    return load_properties(text)
+
+
+def parse_value(key: str, raw: str, typ: type) -> object:
+    """One properties value as ``typ`` (bool, int, Path or str); ConfigError names the key."""
     if typ is bool:
         low = raw.lower()
         if low not in ("true", "false"):

@@ -233,6 +233,12 @@ class Dispatcher:
                 self._topic_names[topic_b] = name
         return name
 
+    def forget_topic(self, topic: str) -> None:
+        """Drop cached references to a deleted topic's queues (call holding ``lock``)."""
+        for key in [k for k, cq in self._queues.items() if cq.topic == topic]:
+            del self._queues[key]
+        self.dirty = {cq for cq in self.dirty if cq.topic != topic}
+
     def mark_dirty(self, queues: list[ConsumeQueue]) -> None:
         with self.lock:
             self.dirty.update(queues)

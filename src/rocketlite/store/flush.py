@@ -53,11 +53,17 @@ class FlushService:
         self._waiters: deque[tuple[int, Future[None]]] = deque()
         self._cond = threading.Condition()
         self._stop = False
+        self._stopped = threading.Event()  # wakes the ConsumeQueue flush thread to stop
         self.last_error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="flush-commitlog", daemon=True)
+        # Its own thread (RocketMQ's FlushConsumeQueueService): flushing thousands of queue files
+        # takes seconds and must not hold up a group commit.
+        self._periodic_thread = threading.Thread(target=self._run_periodic,
+                                                 name="flush-consumequeue", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
+        self._periodic_thread.start()
 
     def request(self, end_offset: int) -> Future[None]:
         """A future completed once the CommitLog is durable up to ``end_offset``."""
@@ -119,8 +125,14 @@ class FlushService:
             if not fut.done():
                 fut.set_exception(err)
 
+    def _run_periodic(self) -> None:
+        while not self._stopped.wait(self.periodic_interval_s):
+            try:
+                self.periodic()
+            except Exception:
+                log.exception("periodic ConsumeQueue/index flush failed")
+
     def _run(self) -> None:
-        next_periodic = time.monotonic() + self.periodic_interval_s
         next_flush = time.monotonic() + self.interval_s
         while not self._stopping():
             with self._cond:
@@ -145,13 +157,6 @@ class FlushService:
                 time.sleep(0.1)  # the disk failed; waiters were told, try again shortly
             except Exception:
                 log.exception("unexpected error in the flush thread")
-            now = time.monotonic()
-            if now >= next_periodic:
-                next_periodic = now + self.periodic_interval_s
-                try:
-                    self.periodic()
-                except Exception:
-                    log.exception("periodic ConsumeQueue/index flush failed")
 
     def _stopping(self) -> bool:
         with self._cond:
@@ -162,16 +167,20 @@ class FlushService:
         with self._cond:
             self._stop = True
             self._cond.notify_all()
-        if self._thread.is_alive():
-            self._thread.join()
+        self._stopped.set()
+        for t in (self._thread, self._periodic_thread):
+            if t.is_alive():
+                t.join()
         self._fail_waiters(FlushError("store halted before the flush completed"))
 
     def shutdown(self) -> None:
         with self._cond:
             self._stop = True
             self._cond.notify_all()
-        if self._thread.is_alive():
-            self._thread.join()
+        self._stopped.set()
+        for t in (self._thread, self._periodic_thread):
+            if t.is_alive():
+                t.join()
         try:
             self.flush_once()
         except FlushError:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import resource
+import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -90,6 +91,7 @@ class MessageStore:
         self.commitlog = CommitLog(config, self.allocator, clock)
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._queues_lock = threading.Lock()
+        self._flush_lock = threading.Lock()  # ConsumeQueue flushes vs. topic deletion
         self.index: IndexService | None = (
             IndexService(config.index_dir, config.max_hash_slot_num, config.max_index_num)
             if config.message_index_enable
@@ -252,9 +254,10 @@ class MessageStore:
         thorough = not self.running or now >= self._next_thorough_flush
         if thorough:
             self._next_thorough_flush = now + CQ_THOROUGH_FLUSH_INTERVAL_S
-        dirty, logics_ts = self.dispatcher.take_dirty()
-        least = 0 if thorough else CQ_FLUSH_LEAST_BYTES
-        still_dirty = [cq for cq in dirty if not cq.flush(least)]
+        with self._flush_lock:
+            dirty, logics_ts = self.dispatcher.take_dirty()
+            least = 0 if thorough else CQ_FLUSH_LEAST_BYTES
+            still_dirty = [cq for cq in dirty if not cq.flush(least)]
         if still_dirty:
             self.dispatcher.mark_dirty(still_dirty)
         cp = self.checkpoint
@@ -332,6 +335,23 @@ class MessageStore:
                     )
                     self.queues[key] = cq
         return cq
+
+    def delete_topic(self, topic: str) -> int:
+        """Drop a topic's ConsumeQueues (files too) and queue offsets; its CommitLog records stay
+        until retention removes them (RocketMQ's ``deleteTopics``). Returns the queues dropped."""
+        cl = self.commitlog
+        with self._flush_lock, self.dispatcher.lock, self._queues_lock:
+            dropped = [cq for (t, _), cq in self.queues.items() if t == topic]
+            for cq in dropped:
+                del self.queues[(topic, cq.queue_id)]
+            self.dispatcher.forget_topic(topic)
+            with cl.lock:
+                for key in [k for k in cl.topic_queue_table if k[0] == topic]:
+                    del cl.topic_queue_table[key]
+            for cq in dropped:
+                cq.close()
+        shutil.rmtree(self.config.consume_queue_dir / topic, ignore_errors=True)
+        return len(dropped)
 
     def find_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         return self.queues.get((topic, queue_id))

@@ -15,6 +15,7 @@ import errno
 import fcntl
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -104,14 +105,28 @@ def _bak(path: Path) -> Path:
     return path.with_name(path.name + ".bak")
 
 
-def atomic_write_json(path: Path, obj: object) -> None:
-    """Write ``obj`` as JSON to ``path`` so that a crash leaves the old or the new content.
+def _is_json(data: bytes) -> bool:
+    try:
+        orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return False
+    return True
 
-    Serialize, write ``<path>.tmp`` and fsync it; copy the current ``path`` (if it holds valid
-    JSON) to ``<path>.bak`` and fsync it; rename the temp file over ``path``; fsync the directory.
-    A corrupt current file is not copied, so ``.bak`` keeps the last good version.
+
+def atomic_write_json(path: Path, obj: object) -> None:
+    """Write ``obj`` as JSON to ``path`` so that a crash leaves the old or the new content."""
+    atomic_write_bytes(path, orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+
+
+def atomic_write_bytes(
+    path: Path, data: bytes, is_valid: Callable[[bytes], bool] = _is_json
+) -> None:
+    """Write a config file so that a crash leaves the old or the new content.
+
+    Write ``<path>.tmp`` and fsync it; copy the current ``path`` (if ``is_valid`` accepts it) to
+    ``<path>.bak`` and fsync it; rename the temp file over ``path``; fsync the directory. A corrupt
+    current file is not copied, so ``.bak`` keeps the last good version.
     """
-    data = orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
     tmp = path.with_suffix(path.suffix + ".tmp")
     try:
         _write_durably(tmp, data)
@@ -120,12 +135,10 @@ def atomic_write_json(path: Path, obj: object) -> None:
         except FileNotFoundError:
             current = None
         if current is not None:
-            try:
-                orjson.loads(current)
-            except orjson.JSONDecodeError:
-                log.warning("%s is corrupt; not copying it over %s", path, _bak(path))
-            else:
+            if is_valid(current):
                 _write_durably(_bak(path), current)
+            else:
+                log.warning("%s is corrupt; not copying it over %s", path, _bak(path))
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -134,15 +147,22 @@ def atomic_write_json(path: Path, obj: object) -> None:
     fsync_dir(path.parent)
 
 
-def read_json(path: Path) -> object | None:
-    """Read a JSON config file; if it is missing or corrupt, its ``.bak``; else ``None``."""
+def read_json(
+    path: Path,
+    loads: Callable[[bytes], object] = orjson.loads,
+    errors: tuple[type[Exception], ...] = (orjson.JSONDecodeError,),
+) -> object | None:
+    """Read a JSON config file; if it is missing or corrupt, its ``.bak``; else ``None``.
+
+    ``loads`` and ``errors`` allow other dialects (fastjson's bare integer keys)."""
     problem = "missing"
+    caught: tuple[type[Exception], ...] = (OSError, *errors)
     for candidate in (path, _bak(path)):
         try:
-            value: object = orjson.loads(candidate.read_bytes())
+            value: object = loads(candidate.read_bytes())
         except FileNotFoundError:
             continue
-        except (OSError, orjson.JSONDecodeError) as e:
+        except caught as e:
             log.warning("config file %s is unreadable or corrupt: %s", candidate, e)
             if candidate == path:
                 problem = "corrupt"

@@ -1,0 +1,266 @@
+"""Broker: the composition root of a broker process. It owns the store, the Remoting server, the
+managers (topics, consumer offsets, subscription groups, clients, locks), long polling, and the
+periodic work: registering with every NameServer (every ``registerNameServerPeriod``, and at
+once after a topic change), persisting consumer offsets, expiring silent clients and stale locks.
+
+Start: open the store (recovering it if needed) in a worker thread, load the config files, listen,
+register. Stop: unregister, answer held pulls, stop listening, persist the config files, shut the
+store down (flush, checkpoint, remove ``abort``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+
+from rocketlite.broker.admin import AdminProcessor
+from rocketlite.broker.client_processor import ClientProcessor
+from rocketlite.broker.clients import ConsumerManager, ProducerManager
+from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.locks import RebalanceLockManager
+from rocketlite.broker.long_polling import PullRequestHoldService
+from rocketlite.broker.offsets import ConsumerOffsetManager
+from rocketlite.broker.pull import PullProcessor
+from rocketlite.broker.send import SendProcessor
+from rocketlite.broker.subscriptions import SubscriptionGroupManager
+from rocketlite.broker.topics import TopicConfigManager
+from rocketlite.common.errors import RemotingError
+from rocketlite.protocol.bodies import RegisterBrokerBody
+from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.command import RemotingCommand
+from rocketlite.protocol.headers import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
+from rocketlite.remoting.client import RemotingClient
+from rocketlite.remoting.connection import Connection
+from rocketlite.remoting.server import RemotingServer
+from rocketlite.store.config import StoreConfig
+from rocketlite.store.message_store import MessageStore
+
+log = logging.getLogger(__name__)
+
+CLIENT_SCAN_INTERVAL_S = 10.0
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class BrokerStats:
+    """Counters for GET_BROKER_RUNTIME_INFO; rates over the last sampling interval."""
+
+    put_messages: int = 0
+    got_messages: int = 0
+    _sample: tuple[float, int, int] = field(default_factory=lambda: (time.monotonic(), 0, 0))
+    _rates: tuple[float, float] = (0.0, 0.0)
+
+    def sample(self) -> None:
+        t, put, got = self._sample
+        now = time.monotonic()
+        dt = now - t
+        if dt > 0:
+            self._rates = ((self.put_messages - put) / dt, (self.got_messages - got) / dt)
+        self._sample = (now, self.put_messages, self.got_messages)
+
+    def put_tps(self) -> float:
+        return self._rates[0]
+
+    def get_tps(self) -> float:
+        return self._rates[1]
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, store_config: StoreConfig) -> None:
+        self.config = config
+        self.store_config = store_config
+        self.store = MessageStore(store_config)
+        self.server = RemotingServer(
+            "0.0.0.0", store_config.listen_port, name="broker",
+            max_frame=config.frame_max_length,
+        )
+        cfg_dir = store_config.config_dir
+        self.topics = TopicConfigManager(config, cfg_dir / "topics.json")
+        self.offsets = ConsumerOffsetManager(cfg_dir / "consumerOffset.json")
+        self.subscriptions = SubscriptionGroupManager(cfg_dir / "subscriptionGroup.json",
+                                                      config.auto_create_subscription_group)
+        self.consumers = ConsumerManager(config.channel_expired_timeout)
+        self.producers = ProducerManager(config.channel_expired_timeout)
+        self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time)
+        self.hold = PullRequestHoldService(config.max_held_pulls)
+        self.stats = BrokerStats()
+        self.client = RemotingClient()
+        self.boot_timestamp = now_ms()
+        self.send = SendProcessor(self)
+        self.pull = PullProcessor(self)
+        self.admin = AdminProcessor(self)
+        self.clients = ClientProcessor(self)
+        for p in (self.send, self.pull, self.admin, self.clients):
+            p.register()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._register_now: asyncio.Event | None = None
+        self.running = False
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    @property
+    def address(self) -> str:
+        return f"{self.store_config.broker_ip1}:{self.server.port}"
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.topics.load()
+        self.offsets.load()
+        self.subscriptions.load()
+        self.topics.persist()
+        await asyncio.to_thread(self.store.start)
+        loop = asyncio.get_running_loop()
+        self.hold.start(loop)
+        self.store.dispatcher.listeners.append(self.hold.on_dispatched)
+        try:
+            await self.server.start()
+        except BaseException:
+            await asyncio.to_thread(self.store.shutdown)
+            raise
+        if self.store_config.listen_port == 0:
+            # An ephemeral port: message ids must carry the port clients reach us on.
+            self.store.commitlog.store_port = self.server.port
+            self.send.refresh_store_address()
+        self._register_now = asyncio.Event()
+        self.topics.on_change.append(lambda _tc: self._wake_register())
+        self.running = True
+        self._tasks = [
+            asyncio.create_task(self._register_loop(), name="broker-register"),
+            asyncio.create_task(self._persist_loop(), name="broker-persist"),
+            asyncio.create_task(self._scan_loop(), name="broker-scan"),
+        ]
+        log.info("broker %s (%s) listening on %s, store %s", self.config.broker_name,
+                 self.config.broker_cluster_name, self.address, self.store_config.store_path_root_dir)
+
+    async def close(self) -> None:
+        if not self.running:
+            return
+        self.running = False
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+        await self._unregister_all()
+        self.hold.release_all()
+        await self.server.close()
+        await self.client.close()
+        self.offsets.persist()
+        self.subscriptions.persist()
+        self.topics.persist()
+        await asyncio.to_thread(self.store.shutdown)
+        log.info("broker %s stopped", self.config.broker_name)
+
+    # -- notifications ---------------------------------------------------------------------
+
+    def notify_consumer_ids_changed(self, group: str) -> None:
+        info = self.consumers.get(group)
+        if info is None:
+            return
+        for ch in list(info.channels):
+            if isinstance(ch, Connection) and ch.is_open:
+                ch.send_oneway(RemotingCommand.request(
+                    RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}))
+
+    # -- NameServer registration -----------------------------------------------------------
+
+    def _wake_register(self) -> None:
+        if self._register_now is not None:
+            self._register_now.set()
+
+    def _register_body(self) -> RegisterBrokerBody:
+        return RegisterBrokerBody(topicConfigSerializeWrapper=self.topics.wrapper())
+
+    async def register_all(self) -> None:
+        """Register with every NameServer at once; failures are logged and retried next period."""
+        cfg = self.config
+        header = RegisterBrokerRequestHeader(
+            brokerName=cfg.broker_name, brokerAddr=self.address, clusterName=cfg.broker_cluster_name,
+            haServerAddr=f"{self.store_config.broker_ip1}:{self.server.port + 1}",
+            brokerId=cfg.broker_id, compressed=False,
+        ).to_ext()
+        body = self._register_body().to_json()
+        timeout = cfg.register_broker_timeout_mills / 1000
+
+        async def one(addr: str) -> None:
+            cmd = RemotingCommand.request(RequestCode.REGISTER_BROKER, dict(header), body)
+            try:
+                reply = await self.client.invoke(addr, cmd, timeout)
+            except (RemotingError, OSError) as e:
+                log.warning("register with NameServer %s failed: %s", addr, e)
+                return
+            if reply.code != ResponseCode.SUCCESS:
+                log.warning("NameServer %s refused the registration: %d %s", addr, reply.code,
+                            reply.remark)
+
+        await asyncio.gather(*(one(a) for a in cfg.namesrv_addrs))
+
+    async def _unregister_all(self) -> None:
+        cfg = self.config
+        header = UnRegisterBrokerRequestHeader(
+            brokerName=cfg.broker_name, brokerAddr=self.address,
+            clusterName=cfg.broker_cluster_name, brokerId=cfg.broker_id,
+        ).to_ext()
+
+        async def one(addr: str) -> None:
+            cmd = RemotingCommand.request(RequestCode.UNREGISTER_BROKER, dict(header))
+            try:
+                await self.client.invoke(addr, cmd, 3.0)
+            except (RemotingError, OSError) as e:
+                log.info("unregister from NameServer %s failed: %s", addr, e)
+
+        await asyncio.gather(*(one(a) for a in cfg.namesrv_addrs))
+
+    async def _register_loop(self) -> None:
+        period = self.config.register_name_server_period / 1000
+        assert self._register_now is not None
+        while True:
+            self._register_now.clear()
+            try:
+                await self.register_all()
+            except Exception:
+                log.exception("registering with the NameServers failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._register_now.wait(), period)
+
+    # -- housekeeping ----------------------------------------------------------------------
+
+    async def _persist_loop(self) -> None:
+        interval = self.config.flush_consumer_offset_interval / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await asyncio.to_thread(self.offsets.persist, False)
+            except OSError as e:
+                log.error("cannot persist consumer offsets: %s", e)
+            self.stats.sample()
+
+    async def _scan_loop(self) -> None:
+        while True:
+            await asyncio.sleep(CLIENT_SCAN_INTERVAL_S)
+            for ch, groups in self.consumers.scan_expired():
+                log.warning("consumer channel %s expired (no heartbeat for %d ms)",
+                            getattr(ch, "peer", ch), self.config.channel_expired_timeout)
+                for group in groups:
+                    self.notify_consumer_ids_changed(group)
+                _close(ch)
+            for ch in self.producers.scan_expired():
+                log.warning("producer channel %s expired", getattr(ch, "peer", ch))
+                _close(ch)
+            self.locks.expire()
+
+
+def _close(channel: object) -> None:
+    close = getattr(channel, "close", None)
+    if close is not None:
+        close()
+

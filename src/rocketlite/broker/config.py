@@ -1,0 +1,127 @@
+"""BrokerConfig: the broker's own settings (the store's are ``StoreConfig``), under RocketMQ's keys.
+
+Both are read from the same ``broker.conf``; each takes its keys and ignores the rest.
+
+================================  ==================================  ==================  =====
+RocketMQ key                      field                               default             unit
+================================  ==================================  ==================  =====
+brokerClusterName                 broker_cluster_name                 DefaultCluster
+brokerName                        broker_name                         broker-a
+brokerId                          broker_id                           0 (master)
+namesrvAddr                       namesrv_addr                        127.0.0.1:9876      ``;``-separated
+brokerPermission                  broker_permission                   6 (read, write)
+autoCreateTopicEnable             auto_create_topic_enable            true
+autoCreateSubscriptionGroup       auto_create_subscription_group      true
+defaultTopicQueueNums             default_topic_queue_nums            8
+longPollingEnable                 long_polling_enable                 true
+shortPollingTimeMills             short_polling_time_mills            1000                ms
+maxTransferCountOnMessageInMemory max_transfer_count                  32                  msgs
+maxTransferBytesOnMessageInMemory max_transfer_bytes                  262144              bytes
+registerNameServerPeriod          register_name_server_period         30000               ms
+registerBrokerTimeoutMills        register_broker_timeout_mills       6000                ms
+channelExpiredTimeout             channel_expired_timeout             120000              ms
+rebalanceLockMaxLiveTime          rebalance_lock_max_live_time        60000               ms
+flushConsumerOffsetInterval       flush_consumer_offset_interval      5000                ms
+frameMaxLength                    frame_max_length                    16777216            bytes
+maxHeldPulls                      max_held_pulls                      100000              pulls
+================================  ==================================  ==================  =====
+
+The listening address is the store's (``brokerIP1``, ``listenPort``): it is also written into
+every message id. ``rebalanceLockMaxLiveTime`` is Java's ``rocketmq.broker.rebalance.
+lockMaxLiveTime`` system property; ``maxHeldPulls`` bounds long polling (not a RocketMQ key).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from rocketlite.common.errors import ConfigError
+from rocketlite.store.config import kwargs_from_properties, read_properties_file, to_properties
+
+PERM_PRIORITY = 0x8
+PERM_READ = 0x4
+PERM_WRITE = 0x2
+PERM_INHERIT = 0x1
+
+
+def _key(name: str) -> dict[str, str]:
+    return {"key": name}
+
+
+@dataclass(slots=True, frozen=True)
+class BrokerConfig:
+    broker_cluster_name: str = field(default="DefaultCluster", metadata=_key("brokerClusterName"))
+    broker_name: str = field(default="broker-a", metadata=_key("brokerName"))
+    broker_id: int = field(default=0, metadata=_key("brokerId"))
+    namesrv_addr: str = field(default="127.0.0.1:9876", metadata=_key("namesrvAddr"))
+    broker_permission: int = field(default=PERM_READ | PERM_WRITE, metadata=_key("brokerPermission"))
+    auto_create_topic_enable: bool = field(default=True, metadata=_key("autoCreateTopicEnable"))
+    auto_create_subscription_group: bool = field(default=True,
+                                                 metadata=_key("autoCreateSubscriptionGroup"))
+    default_topic_queue_nums: int = field(default=8, metadata=_key("defaultTopicQueueNums"))
+    long_polling_enable: bool = field(default=True, metadata=_key("longPollingEnable"))
+    short_polling_time_mills: int = field(default=1000, metadata=_key("shortPollingTimeMills"))
+    max_transfer_count: int = field(default=32,
+                                    metadata=_key("maxTransferCountOnMessageInMemory"))
+    max_transfer_bytes: int = field(default=256 * 1024,
+                                    metadata=_key("maxTransferBytesOnMessageInMemory"))
+    register_name_server_period: int = field(default=30_000,
+                                             metadata=_key("registerNameServerPeriod"))
+    register_broker_timeout_mills: int = field(default=6000,
+                                               metadata=_key("registerBrokerTimeoutMills"))
+    channel_expired_timeout: int = field(default=120_000, metadata=_key("channelExpiredTimeout"))
+    rebalance_lock_max_live_time: int = field(default=60_000,
+                                              metadata=_key("rebalanceLockMaxLiveTime"))
+    flush_consumer_offset_interval: int = field(default=5000,
+                                                metadata=_key("flushConsumerOffsetInterval"))
+    frame_max_length: int = field(default=16 * 1024 * 1024, metadata=_key("frameMaxLength"))
+    max_held_pulls: int = field(default=100_000, metadata=_key("maxHeldPulls"))
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value, typ = getattr(self, f.name), _TYPES[f.name]
+            if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
+                raise ConfigError(f"{f.metadata['key']}={value!r}: expected {typ.__name__}")
+            if isinstance(value, int) and f.name not in _MAY_BE_ZERO and value <= 0:
+                raise ConfigError(f"{f.metadata['key']}={value}: must be positive")
+        if self.broker_id < 0:
+            raise ConfigError(f"brokerId={self.broker_id}: must be 0 (master) or more (slave)")
+        if not 0 <= self.broker_permission <= 0xF:
+            raise ConfigError(f"brokerPermission={self.broker_permission}: must be within 0..15")
+        for name in ("broker_cluster_name", "broker_name"):
+            if not getattr(self, name).strip():
+                raise ConfigError(f"{_KEYS[name]}='': must not be empty")
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
+
+    @property
+    def is_master(self) -> bool:
+        return self.broker_id == 0
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
+        return cls(**kwargs_from_properties(cls, props))
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> BrokerConfig:
+        return cls.from_properties(read_properties_file(path))
+
+    def to_properties(self) -> dict[str, str]:
+        return to_properties(self)
+
+    def replace(self, **changes: Any) -> BrokerConfig:
+        return dataclasses.replace(self, **changes)
+
+
+_TYPES: dict[str, type] = {
+    name: typ for name, typ in typing.get_type_hints(BrokerConfig).items() if isinstance(typ, type)
+}
+_MAY_BE_ZERO = frozenset({"broker_id", "broker_permission"})
+_KEYS: dict[str, str] = {f.name: f.metadata["key"] for f in fields(BrokerConfig)}

@@ -1,0 +1,184 @@
+"""PULL_MESSAGE (11): read a batch from one queue, with long polling and tag filtering.
+
+Checks, in Java's order: broker readable, subscription group known (or auto-created) and allowed to
+consume, topic known and readable, queue id within the read queues, subscription (from the request
+when its SUBSCRIPTION flag is set, else the one registered by HEART_BEAT; SUBSCRIPTION_NOT_EXIST or
+SUBSCRIPTION_NOT_LATEST when missing or older than the request's ``subVersion``).
+
+Store status to response code (``PullMessageProcessor``):
+
+=========================================  ===========================================
+FOUND                                      SUCCESS (0), body = raw records back to back
+NO_MATCHED_MESSAGE, MESSAGE_WAS_REMOVING   PULL_RETRY_IMMEDIATELY (20)
+NO_MATCHED_LOGIC_QUEUE, NO_MESSAGE_IN_QUEUE  PULL_NOT_FOUND (19) at offset 0, else OFFSET_MOVED (21)
+OFFSET_FOUND_NULL, OFFSET_OVERFLOW_ONE     PULL_NOT_FOUND (19)
+OFFSET_OVERFLOW_BADLY, OFFSET_TOO_SMALL    PULL_OFFSET_MOVED (21), nextBeginOffset corrected
+=========================================  ===========================================
+
+PULL_NOT_FOUND with the SUSPEND flag is held (``long_polling``) for ``suspendTimeoutMillis``
+(``shortPollingTimeMills`` when long polling is off) and answered when messages arrive or time is
+up. With COMMIT_OFFSET the request's ``commitOffset`` is stored as the group's offset first.
+Tag filtering compares ConsumeQueue tag hashes with the subscription's ``codeSet``; clients filter
+again by tag string, as in RocketMQ.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from typing import TYPE_CHECKING
+
+from rocketlite.broker.config import PERM_READ
+from rocketlite.protocol.bodies import MessageModel, SubscriptionData
+from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode
+from rocketlite.protocol.command import RemotingCommand
+from rocketlite.protocol.headers import PullMessageRequestHeader
+from rocketlite.remoting.connection import Connection
+from rocketlite.store.get_message import GetMessageStatus
+
+if TYPE_CHECKING:
+    from rocketlite.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+MAX_SUSPEND_MS = 60_000
+SUBSCRIPTION_CACHE = 4096
+
+_ST = GetMessageStatus
+_RC = ResponseCode
+_CODES = {
+    _ST.FOUND: _RC.SUCCESS,
+    _ST.NO_MATCHED_MESSAGE: _RC.PULL_RETRY_IMMEDIATELY,
+    _ST.MESSAGE_WAS_REMOVING: _RC.PULL_RETRY_IMMEDIATELY,
+    _ST.OFFSET_FOUND_NULL: _RC.PULL_NOT_FOUND,
+    _ST.OFFSET_OVERFLOW_ONE: _RC.PULL_NOT_FOUND,
+    _ST.OFFSET_OVERFLOW_BADLY: _RC.PULL_OFFSET_MOVED,
+    _ST.OFFSET_TOO_SMALL: _RC.PULL_OFFSET_MOVED,
+}
+
+
+class PullProcessor:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.store = broker.store
+        self._subs: OrderedDict[tuple[str, str, str], SubscriptionData] = OrderedDict()
+
+    def register(self) -> None:
+        self.broker.server.register(RequestCode.PULL_MESSAGE, self.pull)
+
+    def pull(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+        return self.process(conn, cmd, allow_suspend=True)
+
+    def _subscription(self, topic: str, expression: str | None, expression_type: str | None
+                      ) -> SubscriptionData:
+        key = (topic, expression or "", expression_type or "TAG")
+        sub = self._subs.get(key)
+        if sub is None:
+            sub = SubscriptionData.from_expression(topic, expression, expression_type or "TAG")
+            self._subs[key] = sub
+            if len(self._subs) > SUBSCRIPTION_CACHE:
+                self._subs.popitem(last=False)
+        return sub
+
+    def _check(self, cmd: RemotingCommand, h: PullMessageRequestHeader
+               ) -> SubscriptionData | RemotingCommand:
+        b = self.broker
+        if not b.config.broker_permission & PERM_READ:
+            return cmd.response(_RC.NO_PERMISSION,
+                                f"the broker[{b.config.broker_name}] pulling message is forbidden")
+        group = b.subscriptions.get(h.consumerGroup)
+        if group is None:
+            return cmd.response(_RC.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                f"subscription group [{h.consumerGroup}] does not exist")
+        if not group.consumeEnable:
+            return cmd.response(_RC.NO_PERMISSION,
+                                f"subscription group no permission, {h.consumerGroup}")
+        tc = b.topics.get(h.topic)
+        if tc is None:
+            return cmd.response(_RC.TOPIC_NOT_EXIST,
+                                f"topic[{h.topic}] not exist, apply first please!")
+        if not tc.perm & PERM_READ:
+            return cmd.response(_RC.NO_PERMISSION,
+                                f"the topic[{h.topic}] pulling message is forbidden")
+        if not 0 <= h.queueId < tc.readQueueNums:
+            return cmd.response(_RC.SYSTEM_ERROR,
+                                f"queueId[{h.queueId}] is illegal, topic:[{h.topic}] "
+                                f"topicConfig.readQueueNums:[{tc.readQueueNums}]")
+        if h.sysFlag & PullSysFlag.SUBSCRIPTION:
+            if h.expressionType not in (None, "", "TAG"):
+                return cmd.response(_RC.SYSTEM_ERROR,
+                                    f"the broker does not support filtering by "
+                                    f"{h.expressionType}")
+            return self._subscription(h.topic, h.subscription, h.expressionType)
+        info = b.consumers.get(h.consumerGroup)
+        if info is None:
+            return cmd.response(_RC.SUBSCRIPTION_NOT_EXIST,
+                                f"the consumer's group info does not exist: {h.consumerGroup}")
+        if info.message_model is MessageModel.BROADCASTING and not group.consumeBroadcastEnable:
+            return cmd.response(_RC.NO_PERMISSION,
+                                f"the consumer group[{h.consumerGroup}] can not consume by "
+                                "broadcast way")
+        sub = info.subscriptions.get(h.topic)
+        if sub is None:
+            return cmd.response(_RC.SUBSCRIPTION_NOT_EXIST,
+                                f"the consumer's subscription does not exist: {h.topic}")
+        if sub.subVersion < h.subVersion:
+            return cmd.response(_RC.SUBSCRIPTION_NOT_LATEST,
+                                "the consumer's subscription is not the latest")
+        return sub
+
+    def process(self, conn: Connection, cmd: RemotingCommand, allow_suspend: bool
+                ) -> RemotingCommand | None:
+        h = PullMessageRequestHeader.from_ext(cmd.ext_fields)
+        sub = self._check(cmd, h)
+        if isinstance(sub, RemotingCommand):
+            return sub
+        cfg = self.config
+        max_count = min(max(h.maxMsgNums, 1), cfg.max_transfer_count)
+        max_bytes = cfg.max_transfer_bytes
+        if h.maxMsgBytes is not None and h.maxMsgBytes > 0:
+            max_bytes = min(max_bytes, h.maxMsgBytes)
+        tag_filter = None if sub.matches_all else sub.codeSet.__contains__
+        result = self.store.get_message(h.topic, h.queueId, h.queueOffset, max_count, max_bytes,
+                                        tag_filter)
+        status = result.status
+        code = _CODES.get(status)
+        if code is None:  # NO_MATCHED_LOGIC_QUEUE, NO_MESSAGE_IN_QUEUE
+            code = _RC.PULL_OFFSET_MOVED if h.queueOffset != 0 else _RC.PULL_NOT_FOUND
+        if allow_suspend and h.sysFlag & PullSysFlag.COMMIT_OFFSET and cfg.is_master:
+            self.broker.offsets.commit(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
+        if code == _RC.PULL_NOT_FOUND and allow_suspend and h.sysFlag & PullSysFlag.SUSPEND:
+            timeout_ms = h.suspendTimeoutMillis if cfg.long_polling_enable \
+                else cfg.short_polling_time_mills
+            timeout_ms = min(max(timeout_ms, 0), MAX_SUSPEND_MS)
+            if self._hold(conn, cmd, h, timeout_ms / 1000):
+                return None
+        if result.messages:
+            self.broker.stats.got_messages += len(result.messages)
+        return cmd.response(code, status.value, {
+            "suggestWhichBrokerId": "0",
+            "nextBeginOffset": str(result.next_begin_offset),
+            "minOffset": str(result.min_offset),
+            "maxOffset": str(result.max_offset),
+        }, b"".join(result.messages) if result.messages else b"")
+
+    def _hold(self, conn: Connection, cmd: RemotingCommand, h: PullMessageRequestHeader,
+              timeout_s: float) -> bool:
+        store = self.store
+
+        def run() -> None:
+            if not conn.is_open:
+                return
+            try:
+                reply = self.process(conn, cmd, allow_suspend=False)
+            except Exception as e:
+                log.exception("held pull of %s:%d failed", h.topic, h.queueId)
+                reply = cmd.response(_RC.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
+            if reply is not None:
+                conn.send(reply)
+
+        return self.broker.hold.hold(
+            (h.topic, h.queueId), h.queueOffset, timeout_s, run,
+            lambda: store.max_offset_in_queue(h.topic, h.queueId),
+        )

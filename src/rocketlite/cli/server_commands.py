@@ -1,0 +1,154 @@
+"""Running the servers: ``rocketlite start`` (NameServer and broker in one process),
+``rocketlite namesrv`` and ``rocketlite broker -c broker.conf``.
+
+Each runs on one asyncio loop (uvloop when installed), logs to the console, prints a line with
+``rocketlite ready`` once it accepts connections, and on SIGINT or SIGTERM shuts down cleanly:
+unregister, answer held pulls, persist configs, flush the store, remove ``abort``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rocketlite.broker.broker import Broker
+from rocketlite.broker.config import BrokerConfig
+from rocketlite.common.errors import ConfigError
+from rocketlite.namesrv.server import NameServer
+from rocketlite.store.config import StoreConfig, read_properties_file
+
+log = logging.getLogger("rocketlite")
+
+DEFAULT_STORE = Path("store")
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+
+
+def load_configs(conf: Path | None, overrides: dict[str, str]) -> tuple[BrokerConfig, StoreConfig]:
+    """broker.conf (RocketMQ keys) with command-line overrides on top."""
+    props = read_properties_file(conf) if conf is not None else {}
+    props.update(overrides)
+    props.setdefault("storePathRootDir", str(DEFAULT_STORE))
+    return BrokerConfig.from_properties(props), StoreConfig.from_properties(props)
+
+
+def run_until_signalled(start: Callable[[], Awaitable[None]], stop: Callable[[], Awaitable[None]],
+                        ready: str) -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        done = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, done.set)
+        await start()
+        print(f"rocketlite ready: {ready}", flush=True)
+        try:
+            await done.wait()
+        finally:
+            log.info("shutting down")
+            await stop()
+
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main())
+    else:
+        uvloop.run(main())
+
+
+def _overrides(store: Path | None, broker_port: int | None, namesrv_addr: str | None,
+               flush: str | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if store is not None:
+        out["storePathRootDir"] = str(store)
+    if broker_port is not None:
+        out["listenPort"] = str(broker_port)
+    if namesrv_addr is not None:
+        out["namesrvAddr"] = namesrv_addr
+    if flush is not None:
+        out["flushDiskType"] = flush
+    return out
+
+
+StoreOpt = Annotated[Path | None, typer.Option(
+    "--store", "--store-dir", help="store root directory (storePathRootDir) [default: ./store]")]
+ConfOpt = Annotated[Path | None, typer.Option("-c", "--conf", help="broker.conf (RocketMQ keys)")]
+LogOpt = Annotated[str, typer.Option(help="log level")]
+FlushOpt = Annotated[str | None, typer.Option(
+    "--flush", help="flushDiskType: ASYNC_FLUSH or SYNC_FLUSH")]
+
+
+def start(
+    store: StoreOpt = None,
+    conf: ConfOpt = None,
+    namesrv_port: Annotated[int, typer.Option(help="NameServer port")] = 9876,
+    broker_port: Annotated[int | None, typer.Option(help="broker port (listenPort)")] = None,
+    flush: FlushOpt = None,
+    log_level: LogOpt = "INFO",
+) -> None:
+    """Start a NameServer and a broker in one process (the quickest way to a working broker)."""
+    setup_logging(log_level)
+    overrides = _overrides(store, broker_port, f"127.0.0.1:{namesrv_port}", flush)
+    try:
+        bcfg, scfg = load_configs(conf, overrides)
+    except ConfigError as e:
+        raise typer.BadParameter(str(e)) from e
+    namesrv = NameServer("0.0.0.0", namesrv_port,
+                         kv_config_path=scfg.store_path_root_dir / "namesrv" / "kvConfig.json")
+    broker = Broker(bcfg, scfg)
+
+    async def up() -> None:
+        await namesrv.start()
+        try:
+            await broker.start()
+        except BaseException:
+            await namesrv.close()
+            raise
+
+    async def down() -> None:
+        await broker.close()
+        await namesrv.close()
+
+    run_until_signalled(up, down, f"NameServer 127.0.0.1:{namesrv.port}, broker {bcfg.broker_name} "
+                                  f"at {scfg.broker_ip1}:{scfg.listen_port}, store "
+                                  f"{scfg.store_path_root_dir}")
+
+
+def namesrv(
+    port: Annotated[int, typer.Option(help="listen port")] = 9876,
+    kv_config: Annotated[Path | None, typer.Option(help="kvConfig.json path")] = None,
+    log_level: LogOpt = "INFO",
+) -> None:
+    """Start a NameServer alone."""
+    setup_logging(log_level)
+    server = NameServer("0.0.0.0", port, kv_config_path=kv_config)
+    run_until_signalled(server.start, server.close, f"NameServer on port {port}")
+
+
+def broker(
+    conf: ConfOpt = None,
+    store: StoreOpt = None,
+    broker_port: Annotated[int | None, typer.Option(help="broker port (listenPort)")] = None,
+    namesrv_addr: Annotated[str | None, typer.Option(
+        "-n", "--namesrv-addr", help="NameServers, host:port;host:port")] = None,
+    flush: FlushOpt = None,
+    log_level: LogOpt = "INFO",
+) -> None:
+    """Start a broker alone; it registers with every NameServer in namesrvAddr."""
+    setup_logging(log_level)
+    try:
+        bcfg, scfg = load_configs(conf, _overrides(store, broker_port, namesrv_addr, flush))
+    except ConfigError as e:
+        raise typer.BadParameter(str(e)) from e
+    b = Broker(bcfg, scfg)
+    run_until_signalled(b.start, b.close, f"broker {bcfg.broker_name} at "
+                                          f"{scfg.broker_ip1}:{scfg.listen_port}, NameServers "
+                                          f"{bcfg.namesrv_addr}, store {scfg.store_path_root_dir}")

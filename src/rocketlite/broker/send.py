@@ -60,6 +60,9 @@ class SendProcessor:
         self.sync_flush = broker.store.config.sync_flush
         self.flush_timeout_s = broker.store.config.sync_flush_timeout / 1000
         self.stats = broker.stats
+        self._pending: list[tuple[Connection, RemotingCommand, MessageToStore]] = []
+        self._scheduled = False
+        self._flush_tasks: set[asyncio.Future[None]] = set()
         self.refresh_store_address()
 
     def refresh_store_address(self) -> None:
@@ -131,23 +134,85 @@ class SendProcessor:
 
     def _put_one(self, conn: Connection, cmd: RemotingCommand, h: SendMessageRequestHeader,
                  queue_id: int) -> Reply:
-        msg = MessageToStore(
-            topic=h.topic, body=cmd.body, queue_id=queue_id, flag=h.flag,
-            properties=h.properties or "", sys_flag=h.sysFlag, born_timestamp=h.bornTimestamp,
-            born_host=conn.peer_host, born_port=conn.peer_port,
-            reconsume_times=h.reconsumeTimes or 0,
-        )
-        put = self.store.put_messages((msg,))
-        r = put.results[0]
+        """Queue the message; every send that arrives in this loop iteration (on any connection)
+        is appended with one CommitLog append in ``_append_pending``, and answered then."""
+        self._pending.append((conn, cmd, MessageToStore(
+            h.topic, cmd.body, queue_id, h.flag, h.properties or "", h.sysFlag, h.bornTimestamp,
+            conn.peer_host, conn.peer_port, h.reconsumeTimes or 0,
+        )))
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._append_pending)
+        return None
+
+    def _append_pending(self) -> None:
+        pending, self._pending = self._pending, []
+        self._scheduled = False
+        try:
+            put = self.store.put_messages([p[2] for p in pending])
+        except MessageIllegalError:
+            for conn, cmd, msg in pending:  # find the culprit(s): one at a time
+                self._append_alone(conn, cmd, msg)
+            return
+        except (DiskFullError, FlushError, StoreClosedError) as e:
+            for conn, cmd, _ in pending:
+                conn.send(cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, str(e)))
+            return
+        except Exception as e:
+            log.exception("appending %d messages failed", len(pending))
+            for conn, cmd, _ in pending:
+                conn.send(cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}"))
+            return
+        self.stats.put_messages += len(pending)
+        make = self._reply
+        replies = [
+            (conn, make(cmd, msg.queue_id, r.commit_log_offset, r.queue_offset))
+            for (conn, cmd, msg), r in zip(pending, put.results, strict=True)
+        ]
+        if put.flushed is None or (put.flushed.done() and put.flushed.exception() is None):
+            for conn, reply in replies:
+                conn.send(reply)
+        else:
+            task = asyncio.ensure_future(self._send_after_flush(replies, put.flushed))
+            self._flush_tasks.add(task)
+            task.add_done_callback(self._flush_tasks.discard)
+
+    def _append_alone(self, conn: Connection, cmd: RemotingCommand, msg: MessageToStore) -> None:
+        try:
+            put = self.store.put_messages((msg,))
+        except MessageIllegalError as e:
+            conn.send(cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e)))
+            return
+        except (DiskFullError, FlushError, StoreClosedError) as e:
+            conn.send(cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, str(e)))
+            return
         self.stats.put_messages += 1
-        reply = cmd.response(ResponseCode.SUCCESS, None, {
-            "msgId": encode_message_id(self._store_host, self._store_port, r.commit_log_offset),
+        r = put.results[0]
+        reply = self._reply(cmd, msg.queue_id, r.commit_log_offset, r.queue_offset)
+        if put.flushed is None:
+            conn.send(reply)
+        else:
+            task = asyncio.ensure_future(self._send_after_flush([(conn, reply)], put.flushed))
+            self._flush_tasks.add(task)
+            task.add_done_callback(self._flush_tasks.discard)
+
+    def _reply(self, cmd: RemotingCommand, queue_id: int, commit_log_offset: int,
+               queue_offset: int, msg_id: str | None = None) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, None, {
+            "msgId": msg_id or encode_message_id(self._store_host, self._store_port,
+                                                 commit_log_offset),
             "queueId": str(queue_id),
-            "queueOffset": str(r.queue_offset),
+            "queueOffset": str(queue_offset),
             "MSG_REGION": REGION,
             "TRACE_ON": "true",
         })
-        return self._after_flush(cmd, reply, put.flushed)
+
+    async def _send_after_flush(self, replies: list[tuple[Connection, RemotingCommand]],
+                                flushed: Future[None]) -> None:
+        cmds = [r for _, r in replies]
+        out = await self._wait_flush(cmds, flushed)
+        for (conn, _), reply in zip(replies, out, strict=True):
+            conn.send(reply)
 
     def _put_batch(self, conn: Connection, cmd: RemotingCommand, h: SendMessageRequestHeader,
                    queue_id: int) -> Reply:
@@ -166,33 +231,33 @@ class SendProcessor:
         self.stats.put_messages += len(res)
         host, port = self._store_host, self._store_port
         ids = ",".join([encode_message_id(host, port, off) for off in res.offsets])
-        reply = cmd.response(ResponseCode.SUCCESS, None, {
-            "msgId": ids,
-            "queueId": str(queue_id),
-            "queueOffset": str(res.queue_offset),
-            "MSG_REGION": REGION,
-            "TRACE_ON": "true",
-        })
+        reply = self._reply(cmd, queue_id, 0, res.queue_offset, ids)
         return self._after_flush(cmd, reply, put.flushed)
 
     def _after_flush(self, cmd: RemotingCommand, reply: RemotingCommand,
                      flushed: Future[None] | None) -> Reply:
-        if flushed is None:
+        if flushed is None or (flushed.done() and flushed.exception() is None):
             return reply
-        if flushed.done() and flushed.exception() is None:
-            return reply
-        return self._wait_flush(cmd, reply, flushed)
+        return self._one_after_flush(reply, flushed)
 
-    async def _wait_flush(self, cmd: RemotingCommand, reply: RemotingCommand,
-                          flushed: Future[None]) -> RemotingCommand:
+    async def _one_after_flush(self, reply: RemotingCommand, flushed: Future[None]
+                               ) -> RemotingCommand:
+        return (await self._wait_flush([reply], flushed))[0]
+
+    async def _wait_flush(self, replies: list[RemotingCommand], flushed: Future[None]
+                          ) -> list[RemotingCommand]:
+        """The replies once the group commit covering them is done; FLUSH_DISK_TIMEOUT (stored,
+        not yet durable: the client's SendStatus.FLUSH_DISK_TIMEOUT, ids included) after
+        ``syncFlushTimeout``; SERVICE_NOT_AVAILABLE if the disk failed."""
         try:
             await asyncio.wait_for(asyncio.wrap_future(flushed), self.flush_timeout_s)
         except (TimeoutError, FlushTimeoutError):
-            # Stored but not yet durable: the client's SendStatus.FLUSH_DISK_TIMEOUT, with the ids.
-            reply.code = ResponseCode.FLUSH_DISK_TIMEOUT
-            reply.remark = f"the message was not flushed within {self.flush_timeout_s:g} s"
-            return reply
+            for reply in replies:
+                reply.code = ResponseCode.FLUSH_DISK_TIMEOUT
+                reply.remark = f"the message was not flushed within {self.flush_timeout_s:g} s"
         except (FlushError, OSError) as e:
-            return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE,
-                                f"the store could not flush the message: {e}")
-        return reply
+            for reply in replies:
+                reply.code = ResponseCode.SERVICE_NOT_AVAILABLE
+                reply.remark = f"the store could not flush the message: {e}"
+                reply.ext_fields = {}
+        return replies

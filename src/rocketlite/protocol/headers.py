@@ -170,7 +170,14 @@ def _compile(cls: type, table: tuple[_Field, ...]) -> _Codec:
             if not f.required:
                 dec.append(f"{ind}    if {var} is _ABSENT: {var} = _defaults[{f.attr!r}]")
     dec.append("    o = _new(_cls)")
-    dec.extend(f"    _set(o, {f.attr!r}, f{i})" for i, f in enumerate(table))
+    for i, f in enumerate(table):
+        slot = cls.__dict__.get(f.attr)
+        if slot is not None and type(slot).__name__ == "member_descriptor":
+            # The slot's own setter: what object.__setattr__ ends up calling, minus the lookup.
+            env[f"_d{i}"] = slot.__set__
+            dec.append(f"    _d{i}(o, f{i})")
+        else:
+            dec.append(f"    _set(o, {f.attr!r}, f{i})")
     dec.append("    return o")
     enc = ["def encode(self):", "    d = {}"]
     for f in table:

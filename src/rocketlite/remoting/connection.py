@@ -80,6 +80,9 @@ class Connection(asyncio.Protocol):
         self._reading_paused = False
         self._can_write: asyncio.Event | None = None
         self._closed_fut: asyncio.Future[None] | None = None
+        self._out: list[bytes] = []  # frames waiting to be written together
+        self._in_read = False
+        self._flush_scheduled = False
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
 
@@ -106,15 +109,21 @@ class Connection(asyncio.Protocol):
             log.warning("closing connection from %s: %s", self.peer, e)
             self.close()
             return
-        for item in items:
-            if isinstance(item, ProtocolError):
-                self._bad_request(item)
-            elif item.is_response:
-                fut = self._pending.pop(item.opaque, None)
-                if fut is not None and not fut.done():
-                    fut.set_result(item)
-            else:
-                self._handle_request(item)
+        self._in_read = True
+        try:
+            for item in items:
+                if isinstance(item, ProtocolError):
+                    self._bad_request(item)
+                elif item.is_response:
+                    fut = self._pending.pop(item.opaque, None)
+                    if fut is not None and not fut.done():
+                        fut.set_result(item)
+                else:
+                    self._handle_request(item)
+        finally:
+            self._in_read = False
+        if self._out:
+            self._flush_out()
 
     def connection_lost(self, exc: Exception | None) -> None:
         err = RemotingError(f"connection to {self.peer} closed" + (f": {exc}" if exc else ""))
@@ -207,15 +216,34 @@ class Connection(asyncio.Protocol):
         return self.transport is not None and not self.transport.is_closing()
 
     def send(self, cmd: RemotingCommand) -> None:
-        """Write a command (a response, or a oneway request) without waiting."""
+        """Write a command (a response, or a oneway request) without waiting.
+
+        Writes are coalesced: frames sent while a read is being processed go out together when
+        it ends, others at the end of the current loop iteration; one ``writelines`` (one
+        syscall) for all of them instead of one per frame."""
         if not self.is_open:
             return
-        assert self.transport is not None
         head, body = cmd.encode_parts()
+        out = self._out
+        out.append(head)
         if body:
-            self.transport.writelines((head, body))
+            out.append(body)
+        if not self._in_read and not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush_out)
+
+    def _flush_out(self) -> None:
+        self._flush_scheduled = False
+        out = self._out
+        if not out:
+            return
+        self._out = []
+        if self.transport is None or self.transport.is_closing():
+            return
+        if len(out) == 1:
+            self.transport.write(out[0])
         else:
-            self.transport.write(head)
+            self.transport.writelines(out)
 
     async def drain(self) -> None:
         """Wait while the transport's write buffer is above its high-water mark."""
@@ -250,6 +278,7 @@ class Connection(asyncio.Protocol):
 
     def close(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
+            self._flush_out()  # replies already sent go out before the close
             self.transport.close()
 
     async def wait_closed(self) -> None:

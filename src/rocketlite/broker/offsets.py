@@ -70,7 +70,12 @@ class ConsumerOffsetManager:
     def persist(self, force: bool = True) -> None:
         if not force and not self._dirty:
             return
-        config_file.save(self.path, self.encode())
+        data = self.encode()
+        try:
+            config_file.save(self.path, data)
+        except BaseException:
+            self._dirty = True  # not saved: the next periodic persist tries again
+            raise
 
     # -- offsets ---------------------------------------------------------------------------
 

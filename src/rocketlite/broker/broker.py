@@ -150,15 +150,25 @@ class Broker:
         for t in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await t
-        await self._unregister_all()
-        self.hold.release_all()
-        await self.server.close()
-        await self.client.close()
-        self.offsets.persist()
-        self.subscriptions.persist()
-        self.topics.persist()
-        await asyncio.to_thread(self.store.shutdown)
+        try:
+            await self._unregister_all()
+            self.hold.release_all()
+            await self.server.close()
+            await self.client.close()
+        finally:
+            # Each config file on its own, and the store whatever happened: a file that cannot
+            # be written must not leave the store unflushed with its abort marker behind.
+            failure: BaseException | None = None
+            for manager in (self.offsets, self.subscriptions, self.topics):
+                try:
+                    manager.persist()
+                except Exception as e:  # noqa: BLE001 - logged, re-raised after the shutdown
+                    log.error("cannot write %s: %s", manager.path, e)
+                    failure = failure or e
+            await asyncio.to_thread(self.store.shutdown)
         log.info("broker %s stopped", self.config.broker_name)
+        if failure is not None:
+            raise failure
 
     # -- notifications ---------------------------------------------------------------------
 
@@ -240,23 +250,29 @@ class Broker:
             await asyncio.sleep(interval)
             try:
                 await asyncio.to_thread(self.offsets.persist, False)
-            except OSError as e:
+            except Exception as e:  # noqa: BLE001 - retried next interval (still dirty)
                 log.error("cannot persist consumer offsets: %s", e)
             self.stats.sample()
 
     async def _scan_loop(self) -> None:
         while True:
             await asyncio.sleep(CLIENT_SCAN_INTERVAL_S)
-            for ch, groups in self.consumers.scan_expired():
-                log.warning("consumer channel %s expired (no heartbeat for %d ms)",
-                            getattr(ch, "peer", ch), self.config.channel_expired_timeout)
-                for group in groups:
-                    self.notify_consumer_ids_changed(group)
-                _close(ch)
-            for ch in self.producers.scan_expired():
-                log.warning("producer channel %s expired", getattr(ch, "peer", ch))
-                _close(ch)
-            self.locks.expire()
+            try:
+                self._scan()
+            except Exception:  # one bad round must not end client expiry for good
+                log.exception("expiring silent clients and stale locks failed")
+
+    def _scan(self) -> None:
+        for ch, groups in self.consumers.scan_expired():
+            log.warning("consumer channel %s expired (no heartbeat for %d ms)",
+                        getattr(ch, "peer", ch), self.config.channel_expired_timeout)
+            for group in groups:
+                self.notify_consumer_ids_changed(group)
+            _close(ch)
+        for ch in self.producers.scan_expired():
+            log.warning("producer channel %s expired", getattr(ch, "peer", ch))
+            _close(ch)
+        self.locks.expire()
 
 
 def _close(channel: object) -> None:

@@ -87,7 +87,8 @@ class BrokerConfig:
             value, typ = getattr(self, f.name), _TYPES[f.name]
             if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
                 raise ConfigError(f"{f.metadata['key']}={value!r}: expected {typ.__name__}")
-            if typ is int and f.name not in _MAY_BE_ZERO and value <= 0:
+            if (isinstance(value, int) and not isinstance(value, bool)
+                    and f.name not in _MAY_BE_ZERO and value <= 0):
                 raise ConfigError(f"{f.metadata['key']}={value}: must be positive")
         if self.broker_id < 0:
             raise ConfigError(f"brokerId={self.broker_id}: must be 0 (master) or more (slave)")

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from brokerhelp import decode_records as records
+from brokerhelp import free_port
 from rocketlite.broker.broker import Broker
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.formats.message_id import decode_message_id
-from rocketlite.formats.message_record import MessageRecord, decode_record
 from rocketlite.formats.properties import encode_properties
 from rocketlite.namesrv.server import NameServer
 from rocketlite.protocol.bodies import (
@@ -142,17 +143,6 @@ class Env:
                 return route
             await asyncio.sleep(0.02)
         raise AssertionError(f"no route for {topic} at the NameServer")
-
-
-def records(body: bytes) -> list[MessageRecord]:
-    out: list[MessageRecord] = []
-    pos = 0
-    while pos < len(body):
-        m = decode_record(body, pos)
-        assert m is not None
-        out.append(m)
-        pos += m.total_size
-    return out
 
 
 @contextlib.asynccontextmanager
@@ -838,3 +828,18 @@ async def test_after_retention_offsets_start_above_zero(tmp_path: Path) -> None:
         assert oldest.queue_offset == low
         r = await env.call(RequestCode.GET_EARLIEST_MSG_STORETIME, q)
         assert int(r.ext_fields["timestamp"]) == oldest.store_timestamp
+
+
+async def test_broker_registers_soon_with_a_namesrv_that_starts_after_it(tmp_path: Path) -> None:
+    port = free_port()
+    broker = Broker(BrokerConfig(namesrv_addr=f"127.0.0.1:{port}"), store_config(tmp_path))
+    ns = NameServer("127.0.0.1", port)
+    try:
+        await broker.start()
+        await asyncio.sleep(0.2)  # the first registration has failed by now
+        await ns.start()
+        # well before the 30 s registerNameServerPeriod
+        await eventually(lambda: bool(ns.routes.cluster_info().brokerAddrTable), timeout=4.0)
+    finally:
+        await broker.close()
+        await ns.close()

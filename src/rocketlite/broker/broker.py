@@ -41,6 +41,7 @@ from rocketlite.store.message_store import MessageStore
 log = logging.getLogger(__name__)
 
 CLIENT_SCAN_INTERVAL_S = 10.0
+RETRY_REGISTER_S = 1.0  # first retry after a failed registration; doubles up to the period
 
 
 def now_ms() -> int:
@@ -190,8 +191,9 @@ class Broker:
     def _register_body(self) -> RegisterBrokerBody:
         return RegisterBrokerBody(topicConfigSerializeWrapper=self.topics.wrapper())
 
-    async def register_all(self) -> None:
-        """Register with every NameServer at once; failures are logged and retried next period."""
+    async def register_all(self) -> bool:
+        """Register with every NameServer at once; True if all of them accepted. Failures are
+        logged; the register loop retries them soon."""
         cfg = self.config
         header = RegisterBrokerRequestHeader(
             brokerName=cfg.broker_name, brokerAddr=self.address, clusterName=cfg.broker_cluster_name,
@@ -201,18 +203,20 @@ class Broker:
         body = self._register_body().to_json()
         timeout = cfg.register_broker_timeout_mills / 1000
 
-        async def one(addr: str) -> None:
+        async def one(addr: str) -> bool:
             cmd = RemotingCommand.request(RequestCode.REGISTER_BROKER, dict(header), body)
             try:
                 reply = await self.client.invoke(addr, cmd, timeout)
             except (RemotingError, OSError) as e:
                 log.warning("register with NameServer %s failed: %s", addr, e)
-                return
+                return False
             if reply.code != ResponseCode.SUCCESS:
                 log.warning("NameServer %s refused the registration: %d %s", addr, reply.code,
                             reply.remark)
+                return False
+            return True
 
-        await asyncio.gather(*(one(a) for a in cfg.namesrv_addrs))
+        return all(await asyncio.gather(*(one(a) for a in cfg.namesrv_addrs)))
 
     async def _unregister_all(self) -> None:
         cfg = self.config
@@ -231,16 +235,23 @@ class Broker:
         await asyncio.gather(*(one(a) for a in cfg.namesrv_addrs))
 
     async def _register_loop(self) -> None:
+        """Register now, then every ``registerNameServerPeriod`` and at once after a topic
+        change; after a failure (a NameServer not up yet) retry after 1 s, 2 s, 4 s ... up to
+        the period, so a broker started before its NameServer appears in routes promptly."""
         period = self.config.register_name_server_period / 1000
+        retry = RETRY_REGISTER_S
         assert self._register_now is not None
         while True:
             self._register_now.clear()
             try:
-                await self.register_all()
+                ok = await self.register_all()
             except Exception:
                 log.exception("registering with the NameServers failed")
+                ok = False
+            wait = period if ok else min(retry, period)
+            retry = RETRY_REGISTER_S if ok else retry * 2
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._register_now.wait(), period)
+                await asyncio.wait_for(self._register_now.wait(), wait)
 
     # -- housekeeping ----------------------------------------------------------------------
 

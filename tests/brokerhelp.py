@@ -1,0 +1,147 @@
+"""Helpers for tests that run ``rocketlite start|namesrv|broker`` as processes and talk Remoting
+to them (not a test module)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from rocketlite.formats.message_record import MessageRecord, decode_record
+from rocketlite.formats.properties import encode_properties
+from rocketlite.protocol.codes import PullSysFlag, RequestCode
+from rocketlite.protocol.command import RemotingCommand
+from rocketlite.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeader
+from rocketlite.remoting.client import RemotingClient
+
+READY = "rocketlite ready"
+
+
+def free_port() -> int:
+    """A port nothing listens on right now (the kernel's pick for an ephemeral bind)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServerProcess:
+    """``python -m rocketlite ARGS`` with stdout read by a thread (for the ready line) and
+    stderr (the log) in a file; killed at exit if still running."""
+
+    def __init__(self, args: list[str], log_path: Path) -> None:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), PYTHONUNBUFFERED="1")
+        self.log_path = log_path
+        self._log = log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "rocketlite", *args],
+            stdout=subprocess.PIPE, stderr=self._log, env=env, text=True,
+        )
+        self.lines: list[str] = []
+        self._ready = threading.Event()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+            if READY in line:
+                self._ready.set()
+        self._ready.set()  # EOF: the process ended
+
+    def wait_ready(self, timeout: float = 30.0) -> str:
+        if not self._ready.wait(timeout) or not any(READY in x for x in self.lines):
+            self.kill()
+            raise AssertionError(f"no ready line within {timeout} s; exit {self.proc.poll()}; "
+                                 f"log:\n{self.log()}")
+        return next(x for x in self.lines if READY in x)
+
+    def log(self) -> str:
+        if not self._log.closed:
+            self._log.flush()
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM and wait; the exit code."""
+        self.proc.send_signal(signal.SIGTERM)
+        return self.wait(timeout)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.wait(30.0)
+
+    def wait(self, timeout: float) -> int:
+        try:
+            code = self.proc.wait(timeout)
+        finally:
+            self._reader.join(5)
+            if self.proc.stdout is not None:
+                self.proc.stdout.close()
+            self._log.close()
+        return code
+
+    def __enter__(self) -> ServerProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
+
+def wait_port(port: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), 0.5):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def send_request(topic: str, body: bytes, queue_id: int = -1) -> RemotingCommand:
+    h = SendMessageRequestHeader(
+        producerGroup="PG", topic=topic, defaultTopic="TBW102", defaultTopicQueueNums=4,
+        queueId=queue_id, sysFlag=0, bornTimestamp=int(time.time() * 1000), flag=0,
+        properties=encode_properties({"TAGS": "TagA"}),
+    )
+    return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, h.to_v2_ext(), body)
+
+
+def pull_request(topic: str, queue_id: int, offset: int, max_nums: int = 32) -> RemotingCommand:
+    h = PullMessageRequestHeader(
+        consumerGroup="CG", topic=topic, queueId=queue_id, queueOffset=offset, maxMsgNums=max_nums,
+        sysFlag=int(PullSysFlag.SUBSCRIPTION), commitOffset=0, suspendTimeoutMillis=0, subVersion=0,
+        subscription="*", expressionType="TAG",
+    )
+    return RemotingCommand.request(RequestCode.PULL_MESSAGE, h.to_ext())
+
+
+def decode_records(body: bytes) -> list[MessageRecord]:
+    out: list[MessageRecord] = []
+    pos = 0
+    while pos < len(body):
+        m = decode_record(body, pos)
+        assert m is not None
+        out.append(m)
+        pos += m.total_size
+    return out
+
+
+async def pull_queue(client: RemotingClient, addr: str, topic: str, queue_id: int
+                     ) -> list[MessageRecord]:
+    """Every message of one queue, from offset 0 (records, in queue order)."""
+    out: list[MessageRecord] = []
+    offset = 0
+    while True:
+        r = await client.invoke(addr, pull_request(topic, queue_id, offset), 10.0)
+        if r.code != 0:
+            return out
+        out += decode_records(r.body)
+        offset = int(r.ext_fields["nextBeginOffset"])

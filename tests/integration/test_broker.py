@@ -843,3 +843,43 @@ async def test_broker_registers_soon_with_a_namesrv_that_starts_after_it(tmp_pat
     finally:
         await broker.close()
         await ns.close()
+
+
+async def test_held_pull_waits_for_a_message_its_subscription_matches(env: Env) -> None:
+    await env.send("LPTag", b"old", tags="TagA")
+    await env.wait_dispatched()
+    held = asyncio.ensure_future(env.pull("LPTag", 1, sys_flag=SUB | SUSPEND, suspend_ms=10_000,
+                                          expression="TagA"))
+    await eventually(lambda: env.broker.hold.count == 1)
+    sender = RemotingClient()
+    try:
+        for i in range(3):  # other tags: the pull stays held, as with Java's tag-aware wake-up
+            r = await env.call(RequestCode.SEND_MESSAGE_V2,
+                               {**(await _v2("LPTag")), "i": encode_properties({"TAGS": "TagB"})},
+                               b"b%d" % i, client=sender)
+            assert r.code == RC.SUCCESS
+        await env.wait_dispatched()
+        await asyncio.sleep(0.1)
+        assert not held.done() and env.broker.hold.count == 1
+        r = await env.call(RequestCode.SEND_MESSAGE_V2, await _v2("LPTag"), b"wanted", client=sender)
+        assert r.code == RC.SUCCESS
+        async with asyncio.timeout(3.0):
+            reply = await held
+    finally:
+        await sender.close()
+    assert reply.code == RC.SUCCESS and [m.body for m in records(reply.body)] == [b"wanted"]
+    assert reply.ext_fields["nextBeginOffset"] == "5"
+
+
+async def test_held_filtered_pull_times_out_past_what_it_skipped(env: Env) -> None:
+    await env.send("LPTag2", b"x", tags="TagB")
+    await env.wait_dispatched()
+    held = asyncio.ensure_future(env.pull("LPTag2", 1, sys_flag=SUB | SUSPEND, suspend_ms=300,
+                                          expression="TagA"))
+    await eventually(lambda: env.broker.hold.count == 1)
+    await env.send("LPTag2", b"y", tags="TagB")
+    async with asyncio.timeout(3.0):
+        r = await held
+    assert r.code in (RC.PULL_NOT_FOUND, RC.PULL_RETRY_IMMEDIATELY)
+    assert r.ext_fields["nextBeginOffset"] == "2"
+    assert env.broker.hold.count == 0

@@ -38,9 +38,11 @@ class PullRequestHoldService:
         self._arrivals: list[tuple[QueueKey, int]] = []
         self._arrivals_lock = threading.Lock()
         self._scheduled = False
+        self._closing = False
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
+        self._closing = False
 
     # -- dispatcher thread -----------------------------------------------------------------
 
@@ -82,8 +84,9 @@ class PullRequestHoldService:
 
     def hold(self, key: QueueKey, offset: int, timeout_s: float, run: Callable[[], None],
              current_end: Callable[[], int]) -> bool:
-        """Hold a pull; False if too many are held already (the caller answers at once)."""
-        if self.count >= self.max_held:
+        """Hold a pull; False if too many are held already or the service is shutting down
+        (the caller answers at once)."""
+        if self.count >= self.max_held or self._closing:
             return False
         assert self._loop is not None, "PullRequestHoldService.start was not called"
         p = HeldPull(key, offset, run)
@@ -117,7 +120,8 @@ class PullRequestHoldService:
         return True
 
     def release_all(self) -> None:
-        """At shutdown: answer every held pull now (as at its timeout)."""
+        """At shutdown: answer every held pull now (as at its timeout); hold no more."""
+        self._closing = True
         for waiting in list(self.held.values()):
             for p in list(waiting):
                 if self._release(p):

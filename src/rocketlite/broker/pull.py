@@ -24,6 +24,7 @@ again by tag string, as in RocketMQ.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import OrderedDict
 from typing import TYPE_CHECKING
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_SUSPEND_MS = 60_000
+REHOLD_MIN_S = 0.01  # a held pull woken by unmatched arrivals is held on if this much time is left
 SUBSCRIPTION_CACHE = 4096
 
 _ST = GetMessageStatus
@@ -128,8 +130,9 @@ class PullProcessor:
                                 "the consumer's subscription is not the latest")
         return sub
 
-    def process(self, conn: Connection, cmd: RemotingCommand, allow_suspend: bool
-                ) -> RemotingCommand | None:
+    def process(self, conn: Connection, cmd: RemotingCommand, allow_suspend: bool,
+                offset: int | None = None) -> RemotingCommand | None:
+        """Run a pull; ``offset`` (a held pull's re-run) replaces the request's queue offset."""
         h = PullMessageRequestHeader.from_ext(cmd.ext_fields)
         sub = self._check(cmd, h)
         if isinstance(sub, RemotingCommand):
@@ -140,12 +143,13 @@ class PullProcessor:
         if h.maxMsgBytes is not None and h.maxMsgBytes > 0:
             max_bytes = min(max_bytes, h.maxMsgBytes)
         tag_filter = None if sub.matches_all else sub.codeSet.__contains__
-        result = self.store.get_message(h.topic, h.queueId, h.queueOffset, max_count, max_bytes,
+        start = h.queueOffset if offset is None else offset
+        result = self.store.get_message(h.topic, h.queueId, start, max_count, max_bytes,
                                         tag_filter)
         status = result.status
         code = _CODES.get(status)
         if code is None:  # NO_MATCHED_LOGIC_QUEUE, NO_MESSAGE_IN_QUEUE
-            code = _RC.PULL_OFFSET_MOVED if h.queueOffset != 0 else _RC.PULL_NOT_FOUND
+            code = _RC.PULL_OFFSET_MOVED if start != 0 else _RC.PULL_NOT_FOUND
         if allow_suspend and h.sysFlag & PullSysFlag.COMMIT_OFFSET and cfg.is_master:
             self.broker.offsets.commit(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
         if code == _RC.PULL_NOT_FOUND and allow_suspend and h.sysFlag & PullSysFlag.SUSPEND:
@@ -165,20 +169,34 @@ class PullProcessor:
 
     def _hold(self, conn: Connection, cmd: RemotingCommand, h: PullMessageRequestHeader,
               timeout_s: float) -> bool:
-        store = self.store
+        """Hold the pull until messages arrive or ``timeout_s`` runs out. Arrivals the
+        subscription does not match (other tags) do not answer it: it is held on, from past
+        them, for the rest of its time (Java checks the tag code before waking a pull)."""
+        store, hold = self.store, self.broker.hold
+        key = (h.topic, h.queueId)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        offset = h.queueOffset
+
+        def current_end() -> int:
+            return store.max_offset_in_queue(h.topic, h.queueId)
 
         def run() -> None:
+            nonlocal offset
             if not conn.is_open:
                 return
             try:
-                reply = self.process(conn, cmd, allow_suspend=False)
+                reply = self.process(conn, cmd, allow_suspend=False, offset=offset)
             except Exception as e:
                 log.exception("held pull of %s:%d failed", h.topic, h.queueId)
                 reply = cmd.response(_RC.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
-            if reply is not None:
-                conn.send(reply)
+            if reply is None:
+                return
+            remaining = deadline - loop.time()
+            if reply.code == _RC.PULL_RETRY_IMMEDIATELY and remaining > REHOLD_MIN_S:
+                offset = int(reply.ext_fields["nextBeginOffset"])
+                if hold.hold(key, offset, remaining, run, current_end):
+                    return
+            conn.send(reply)
 
-        return self.broker.hold.hold(
-            (h.topic, h.queueId), h.queueOffset, timeout_s, run,
-            lambda: store.max_offset_in_queue(h.topic, h.queueId),
-        )
+        return hold.hold(key, offset, timeout_s, run, current_end)

@@ -117,6 +117,19 @@ async def test_release_all_answers_every_held_pull() -> None:
     assert len(r.calls) == 5
 
 
+async def test_nothing_is_held_once_shutting_down() -> None:
+    s, r = service(), Runs()
+    held_again: list[bool] = []
+
+    def rehold() -> None:  # a re-run that would hold on (filtered pull): refused while closing
+        held_again.append(s.hold(KEY, 1, 10.0, r.run("again"), end(1)))
+
+    s.hold(KEY, 0, 10.0, rehold, end(0))
+    s.release_all()
+    assert held_again == [False] and s.count == 0
+    assert not s.hold(KEY, 0, 10.0, r.run("late"), end(0))
+
+
 async def test_on_dispatched_from_another_thread_wakes_on_the_loop() -> None:
     s, r = service(), Runs()
     s.hold(KEY, 2, 10.0, r.run("a"), end(2))

@@ -113,6 +113,17 @@ class Env:
         cmd = RemotingCommand.request(RequestCode.PULL_MESSAGE, h.to_ext())
         return await (client or self.client).invoke(self.addr, cmd, TIMEOUT + suspend_ms / 1000)
 
+    async def held_pull(self, topic: str, offset: int, suspend_ms: int, *, queue_id: int = 0,
+                        expression: str = "*") -> asyncio.Future[RemotingCommand]:
+        """A suspended pull, once the broker holds it (the reply is the future's result)."""
+        before = self.broker.hold.count
+        fut = asyncio.ensure_future(self.pull(topic, offset, queue_id=queue_id,
+                                              sys_flag=SUB | SUSPEND, suspend_ms=suspend_ms,
+                                              expression=expression))
+        await eventually(lambda: self.broker.hold.count == before + 1 or fut.done())
+        assert not fut.done(), fut.result()
+        return fut
+
     async def heartbeat(self, client: RemotingClient, client_id: str, group: str = "CG",
                         topic: str = "T", expression: str = "*") -> RemotingCommand:
         hb = HeartbeatData(
@@ -332,8 +343,7 @@ async def test_long_polling_answers_on_arrival(env: Env) -> None:
     assert (await env.send("LP")).code == RC.SUCCESS
     await env.wait_dispatched()
     t0 = time.monotonic()
-    held = asyncio.ensure_future(env.pull("LP", 1, sys_flag=SUB | SUSPEND, suspend_ms=10_000))
-    await eventually(lambda: env.broker.hold.count == 1)
+    held = await env.held_pull("LP", 1, 10_000)
     sender = RemotingClient()
     try:
         r = await env.call(RequestCode.SEND_MESSAGE_V2, (await _v2("LP")), b"late", client=sender)
@@ -371,8 +381,7 @@ async def test_long_polling_times_out_with_not_found(env: Env) -> None:
 async def test_held_pulls_are_answered_at_shutdown(tmp_path: Path) -> None:
     async with running(tmp_path) as env:
         await env.send("LP3")
-        held = asyncio.ensure_future(env.pull("LP3", 1, sys_flag=SUB | SUSPEND, suspend_ms=30_000))
-        await eventually(lambda: env.broker.hold.count == 1)
+        held = await env.held_pull("LP3", 1, 30_000)
         await env.broker.close()
         async with asyncio.timeout(3.0):
             r = await held
@@ -653,9 +662,7 @@ async def test_long_polling_on_a_queue_never_written_and_woken_by_a_batch(env: E
     h = CreateTopicRequestHeader(topic="Empty", defaultTopic="TBW102", readQueueNums=2,
                                  writeQueueNums=2, perm=6, topicFilterType="SINGLE_TAG")
     assert (await env.call(RequestCode.UPDATE_AND_CREATE_TOPIC, h.to_ext())).code == RC.SUCCESS
-    held = asyncio.ensure_future(
-        env.pull("Empty", 0, queue_id=1, sys_flag=SUB | SUSPEND, suspend_ms=10_000))
-    await eventually(lambda: env.broker.hold.count == 1)
+    held = await env.held_pull("Empty", 0, 10_000, queue_id=1)
     sender = RemotingClient()
     try:
         ext = {**(await _v2("Empty")), "e": "1"}
@@ -675,8 +682,7 @@ async def test_held_pull_limit_and_short_polling(tmp_path: Path) -> None:
         await env.send("SP")
         await env.wait_dispatched()
         t0 = time.monotonic()
-        first = asyncio.ensure_future(env.pull("SP", 1, sys_flag=SUB | SUSPEND, suspend_ms=20_000))
-        await eventually(lambda: env.broker.hold.count == 1)
+        first = await env.held_pull("SP", 1, 20_000)
         r = await env.pull("SP", 1, sys_flag=SUB | SUSPEND, suspend_ms=20_000)
         assert r.code == RC.PULL_NOT_FOUND and time.monotonic() - t0 < 0.19  # not held: full
         async with asyncio.timeout(3.0):
@@ -848,9 +854,7 @@ async def test_broker_registers_soon_with_a_namesrv_that_starts_after_it(tmp_pat
 async def test_held_pull_waits_for_a_message_its_subscription_matches(env: Env) -> None:
     await env.send("LPTag", b"old", tags="TagA")
     await env.wait_dispatched()
-    held = asyncio.ensure_future(env.pull("LPTag", 1, sys_flag=SUB | SUSPEND, suspend_ms=10_000,
-                                          expression="TagA"))
-    await eventually(lambda: env.broker.hold.count == 1)
+    held = await env.held_pull("LPTag", 1, 10_000, expression="TagA")
     sender = RemotingClient()
     try:
         for i in range(3):  # other tags: the pull stays held, as with Java's tag-aware wake-up
@@ -874,9 +878,7 @@ async def test_held_pull_waits_for_a_message_its_subscription_matches(env: Env) 
 async def test_held_filtered_pull_times_out_past_what_it_skipped(env: Env) -> None:
     await env.send("LPTag2", b"x", tags="TagB")
     await env.wait_dispatched()
-    held = asyncio.ensure_future(env.pull("LPTag2", 1, sys_flag=SUB | SUSPEND, suspend_ms=300,
-                                          expression="TagA"))
-    await eventually(lambda: env.broker.hold.count == 1)
+    held = await env.held_pull("LPTag2", 1, 300, expression="TagA")
     await env.send("LPTag2", b"y", tags="TagB")
     async with asyncio.timeout(3.0):
         r = await held

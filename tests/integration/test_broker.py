@@ -885,3 +885,73 @@ async def test_held_filtered_pull_times_out_past_what_it_skipped(env: Env) -> No
     assert r.code in (RC.PULL_NOT_FOUND, RC.PULL_RETRY_IMMEDIATELY)
     assert r.ext_fields["nextBeginOffset"] == "2"
     assert env.broker.hold.count == 0
+
+
+async def test_a_second_broker_on_the_same_store_is_refused_and_touches_nothing(
+    tmp_path: Path,
+) -> None:
+    from rocketlite.common.errors import StoreLockedError
+
+    async with running(tmp_path) as env:
+        for topic in ("A", "B"):  # two versions: topics.json and its .bak differ
+            h = CreateTopicRequestHeader(topic=topic, defaultTopic="TBW102", readQueueNums=1,
+                                         writeQueueNums=1, perm=6, topicFilterType="SINGLE_TAG")
+            assert (await env.call(RequestCode.UPDATE_AND_CREATE_TOPIC, h.to_ext())).code == 0
+        cfg = tmp_path / "config"
+        before = {p.name: p.read_bytes() for p in cfg.iterdir()}
+        second = Broker(BrokerConfig(namesrv_addr=env.ns_addr), store_config(tmp_path))
+        with pytest.raises(StoreLockedError):
+            await second.start()
+        await second.close()
+        assert {p.name: p.read_bytes() for p in cfg.iterdir()} == before
+        assert (tmp_path / "abort").exists()  # still the first broker's
+        assert (await env.send("A", b"still serving")).code == RC.SUCCESS
+
+
+async def test_a_taken_port_fails_the_start_and_releases_the_store(tmp_path: Path) -> None:
+    taken = NameServer("127.0.0.1", 0)
+    await taken.start()
+    try:
+        broker = Broker(BrokerConfig(namesrv_addr=f"127.0.0.1:{taken.port}"),
+                        store_config(tmp_path, listenPort=str(taken.port), brokerIP1="127.0.0.1"))
+        broker.server.host = "127.0.0.1"
+        with pytest.raises(OSError):
+            await broker.start()
+        await broker.close()
+        assert not (tmp_path / "abort").exists()
+        async with running(tmp_path) as env:  # the store is free again
+            assert (await env.send("T")).code == RC.SUCCESS
+    finally:
+        await taken.close()
+
+
+async def test_close_right_after_a_topic_change(tmp_path: Path) -> None:
+    """The change wakes the register loop in the same loop iteration as close() cancels it
+    (Python 3.11's wait_for returned the finished wait and dropped the cancellation)."""
+    from rocketlite.protocol.bodies import TopicConfig
+
+    async with running(tmp_path) as env:
+        await env.route_eventually("TBW102")  # registered: the loop now waits for a change
+        await asyncio.sleep(0.05)
+        env.broker.topics.update(TopicConfig(topicName="Late"))
+        t0 = time.monotonic()
+        async with asyncio.timeout(TIMEOUT):
+            await env.broker.close()
+        assert time.monotonic() - t0 < 2.0
+        assert not env.broker.store.running
+
+
+async def test_close_itself_can_be_cancelled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                             ) -> None:
+    async with running(tmp_path) as env:
+        async def stuck() -> None:
+            await asyncio.sleep(3600)
+
+        monkeypatch.setattr(env.broker, "_unregister_all", stuck)
+        closing = asyncio.ensure_future(env.broker.close())
+        await asyncio.sleep(0.05)
+        closing.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            async with asyncio.timeout(TIMEOUT):
+                await closing
+        assert not env.broker.store.running  # the store is shut down all the same

@@ -114,15 +114,17 @@ class Broker:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
+        # Read the config files first (a bad one fails before a long recovery), write only once
+        # the store's lock is ours: a second broker on a busy store must not touch its files.
         self.topics.load()
         self.offsets.load()
         self.subscriptions.load()
-        self.topics.persist()
         await asyncio.to_thread(self.store.start)
         loop = asyncio.get_running_loop()
         self.hold.start(loop)
         self.store.dispatcher.listeners.append(self.hold.on_dispatched)
         try:
+            self.topics.persist()
             await self.server.start()
         except BaseException:
             await asyncio.to_thread(self.store.shutdown)
@@ -143,30 +145,37 @@ class Broker:
                  self.config.broker_cluster_name, self.address, self.store_config.store_path_root_dir)
 
     async def close(self) -> None:
+        """Stop everything; the store is shut down (and its ``abort`` removed) even when a step
+        before fails or the close itself is cancelled, which then propagates."""
         if not self.running:
             return
         self.running = False
         for t in self._tasks:
             t.cancel()
-        for t in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await t
+        self._wake_register()  # should a cancel be lost in a wait, the loop still sees running
         try:
+            if self._tasks:
+                await asyncio.wait(self._tasks)  # not ``await t``: that would mask our own cancel
+            for t in self._tasks:
+                if not t.cancelled() and t.exception() is not None:
+                    log.error("task %s had failed", t.get_name(), exc_info=t.exception())
             await self._unregister_all()
             self.hold.release_all()
-            await self.server.close()
-            await self.client.close()
         finally:
-            # Each config file on its own, and the store whatever happened: a file that cannot
-            # be written must not leave the store unflushed with its abort marker behind.
             failure: BaseException | None = None
-            for manager in (self.offsets, self.subscriptions, self.topics):
-                try:
-                    manager.persist()
-                except Exception as e:  # noqa: BLE001 - logged, re-raised after the shutdown
-                    log.error("cannot write %s: %s", manager.path, e)
-                    failure = failure or e
-            await asyncio.to_thread(self.store.shutdown)
+            try:
+                await self.server.close()
+                await self.client.close()
+            finally:
+                # Each config file on its own, and the store whatever happened: a file that
+                # cannot be written must not leave the store unflushed with its abort marker.
+                for manager in (self.offsets, self.subscriptions, self.topics):
+                    try:
+                        manager.persist()
+                    except Exception as e:  # noqa: BLE001 - logged, re-raised after the shutdown
+                        log.error("cannot write %s: %s", manager.path, e)
+                        failure = failure or e
+                await asyncio.to_thread(self.store.shutdown)
         log.info("broker %s stopped", self.config.broker_name)
         if failure is not None:
             raise failure
@@ -241,7 +250,7 @@ class Broker:
         period = self.config.register_name_server_period / 1000
         retry = RETRY_REGISTER_S
         assert self._register_now is not None
-        while True:
+        while self.running:
             self._register_now.clear()
             try:
                 ok = await self.register_all()
@@ -250,8 +259,11 @@ class Broker:
                 ok = False
             wait = period if ok else min(retry, period)
             retry = RETRY_REGISTER_S if ok else retry * 2
+            # asyncio.timeout, not wait_for: 3.11's wait_for returns a wait that finished as
+            # the task was cancelled and drops the cancel, and close() would wait forever.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._register_now.wait(), wait)
+                async with asyncio.timeout(wait):
+                    await self._register_now.wait()
 
     # -- housekeeping ----------------------------------------------------------------------
 

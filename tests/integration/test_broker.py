@@ -381,6 +381,7 @@ async def test_long_polling_times_out_with_not_found(env: Env) -> None:
 async def test_held_pulls_are_answered_at_shutdown(tmp_path: Path) -> None:
     async with running(tmp_path) as env:
         await env.send("LP3")
+        await env.wait_dispatched()
         held = await env.held_pull("LP3", 1, 30_000)
         await env.broker.close()
         async with asyncio.timeout(3.0):

@@ -267,10 +267,21 @@ async def test_send_errors(env: Env) -> None:
         env.broker.store.max_offset_in_queue("QTopic", 1) == 2
 
 
-async def test_read_only_broker_refuses_sends(tmp_path: Path) -> None:
+async def test_read_only_broker_refuses_sends_and_advertises_read_only_routes(
+    tmp_path: Path,
+) -> None:
     async with running(tmp_path, {"brokerPermission": "4"}) as env:
-        r = await env.send("T")
+        h = CreateTopicRequestHeader(topic="RO", defaultTopic="TBW102", readQueueNums=2,
+                                     writeQueueNums=2, perm=6, topicFilterType="SINGLE_TAG")
+        assert (await env.call(RequestCode.UPDATE_AND_CREATE_TOPIC, h.to_ext())).code == 0
+        r = await env.send("RO")
         assert r.code == RC.NO_PERMISSION
+        # Java masks each topic's perm with the broker's when registering: producers route
+        # around a read-only broker instead of failing on it
+        route = await env.route_eventually("RO")
+        assert [q.perm for q in route.queueDatas] == [4]
+        tc = env.broker.topics.get("RO")
+        assert tc is not None and tc.perm == 6  # the broker's own table is unchanged
 
 
 # -- pull ------------------------------------------------------------------------------------------

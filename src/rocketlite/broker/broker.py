@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from rocketlite.broker.admin import AdminProcessor
 from rocketlite.broker.client_processor import ClientProcessor
 from rocketlite.broker.clients import ConsumerManager, ProducerManager
-from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.config import PERM_READ, PERM_WRITE, BrokerConfig
 from rocketlite.broker.locks import RebalanceLockManager
 from rocketlite.broker.long_polling import PullRequestHoldService
 from rocketlite.broker.offsets import ConsumerOffsetManager
@@ -198,7 +199,16 @@ class Broker:
             self._register_now.set()
 
     def _register_body(self) -> RegisterBrokerBody:
-        return RegisterBrokerBody(topicConfigSerializeWrapper=self.topics.wrapper())
+        """The topics to register; on a broker that is not read-write, each topic's perm masked
+        with the broker's (as Java does), so routes send producers elsewhere."""
+        wrapper = self.topics.wrapper()
+        perm = self.config.broker_permission
+        if perm & (PERM_READ | PERM_WRITE) != PERM_READ | PERM_WRITE:
+            wrapper.topicConfigTable = {
+                name: dataclasses.replace(tc, perm=tc.perm & perm)
+                for name, tc in wrapper.topicConfigTable.items()
+            }
+        return RegisterBrokerBody(topicConfigSerializeWrapper=wrapper)
 
     async def register_all(self) -> bool:
         """Register with every NameServer at once; True if all of them accepted. Failures are

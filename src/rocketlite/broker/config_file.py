@@ -12,9 +12,10 @@ from rocketlite.store.store_files import atomic_write_bytes, read_json
 
 
 def load(path: Path) -> object | None:
-    """The parsed file, or its backup; None if neither exists. ConfigError if both exist in
-    some form but neither parses: starting without them would silently lose their content."""
-    if not path.exists() and not path.with_name(path.name + ".bak").exists():
+    """The parsed file, or its backup; None if neither exists or both are empty (Java's
+    ``ConfigManager.load`` takes an empty file for a missing one). ConfigError if either has
+    content but neither parses: starting without them would silently lose their content."""
+    if not _has_content(path) and not _has_content(path.with_name(path.name + ".bak")):
         return None
     obj = read_json(path, fastjson.loads, (BodyError,))
     if obj is None:
@@ -25,3 +26,10 @@ def load(path: Path) -> object | None:
 def save(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(path, data, fastjson.parses)
+
+
+def _has_content(path: Path) -> bool:
+    try:
+        return path.stat().st_size > 0
+    except FileNotFoundError:
+        return False

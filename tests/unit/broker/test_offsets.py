@@ -132,6 +132,18 @@ def test_missing_file_is_an_empty_table(tmp_path: Path) -> None:
     assert m.table == {}
 
 
+def test_an_empty_file_is_an_empty_table_as_in_java(tmp_path: Path) -> None:
+    m = manager(tmp_path)
+    m.path.parent.mkdir(parents=True)
+    m.path.write_bytes(b"")
+    m.load()
+    assert m.table == {}
+    # an empty file with a good backup: the backup
+    m.path.with_name("consumerOffset.json.bak").write_bytes(b'{"offsetTable":{"T@G":{0:3}}}')
+    m.load()
+    assert m.query("G", "T", 0) == 3
+
+
 def test_falls_back_to_the_backup(tmp_path: Path) -> None:
     m = manager(tmp_path)
     m.commit("G", "T", 0, 1)

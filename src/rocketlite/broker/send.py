@@ -250,7 +250,8 @@ class SendProcessor:
         not yet durable: the client's SendStatus.FLUSH_DISK_TIMEOUT, ids included) after
         ``syncFlushTimeout``; SERVICE_NOT_AVAILABLE if the disk failed."""
         try:
-            await asyncio.wait_for(asyncio.wrap_future(flushed), self.flush_timeout_s)
+            async with asyncio.timeout(self.flush_timeout_s):
+                await asyncio.wrap_future(flushed)
         except (TimeoutError, FlushTimeoutError):
             for reply in replies:
                 reply.code = ResponseCode.FLUSH_DISK_TIMEOUT

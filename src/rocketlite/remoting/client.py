@@ -50,12 +50,10 @@ class RemotingClient:
             host, port = split_address(addr)
             loop = asyncio.get_running_loop()
             try:
-                _, new = await asyncio.wait_for(
-                    loop.create_connection(
+                async with asyncio.timeout(self.connect_timeout):
+                    _, new = await loop.create_connection(
                         lambda: Connection(self.handler, max_frame=self.max_frame), host, port
-                    ),
-                    self.connect_timeout,
-                )
+                    )
             except TimeoutError as e:
                 raise RemotingError(f"cannot connect to {addr} within {self.connect_timeout} s") from e
             except OSError as e:

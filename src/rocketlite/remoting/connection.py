@@ -263,7 +263,10 @@ class Connection(asyncio.Protocol):
         self._pending[cmd.opaque] = fut
         try:
             self.send(cmd)
-            return await asyncio.wait_for(fut, timeout)
+            # asyncio.timeout, not wait_for: on 3.11 wait_for drops a cancel that lands just as
+            # the response arrives.
+            async with asyncio.timeout(timeout):
+                return await fut
         except TimeoutError:
             raise RemotingTimeoutError(
                 f"no response from {self.peer} to request {cmd.code} within {timeout:.3f} s"

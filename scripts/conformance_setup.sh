@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Install the third-party clients that tests/conformance drives, the way a user installs them:
+#   - ali-ons 3.12.0 (pure JavaScript) with `npm ci` in conformance/ali-ons, from its lock file;
+#   - rocketmq==0.4.4 (PyPI; the wheel bundles the C++ 4.x client, librocketmq.so) with pip in its
+#     own virtual environment, .conformance-venv (override: CONFORMANCE_VENV=DIR).
+# Needs Node.js >= 20 with npm, and Python 3 with venv (PYTHON, default python3). The wheel is
+# manylinux1 x86_64 only; it bundles zlib and needs only libstdc++6 and libgcc-s1 from the system,
+# which every Debian with apt already has (apt depends on them). Nothing else is installed.
+# Idempotent: with nothing changed, a second run does nothing and prints "up to date".
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ons_dir="$root/conformance/ali-ons"
+venv="${CONFORMANCE_VENV:-$root/.conformance-venv}"
+python="${PYTHON:-python3}"
+rocketmq_pin="rocketmq==0.4.4"
+t0=$SECONDS
+
+die() { echo "conformance_setup: $*" >&2; exit 1; }
+
+# -- ali-ons -------------------------------------------------------------------------------------
+command -v node >/dev/null || die "node is not installed (Node.js >= 20 is needed for ali-ons)"
+command -v npm >/dev/null || die "npm is not installed (it comes with Node.js >= 20)"
+node_major="$(node -p 'process.versions.node.split(".")[0]')"
+[ "$node_major" -ge 20 ] || die "Node.js $(node --version) is too old: ali-ons scenarios need >= 20"
+
+# npm ci wipes and reinstalls node_modules; skip it while the installed tree matches the lock
+# file (npm writes node_modules/.package-lock.json after every install).
+ons_stamp="$ons_dir/node_modules/.conformance-installed"
+if [ -f "$ons_stamp" ] && [ "$ons_stamp" -nt "$ons_dir/package-lock.json" ] \
+    && [ "$ons_stamp" -nt "$ons_dir/package.json" ] \
+    && node -e 'process.exit(require(process.argv[1]).version === "3.12.0" ? 0 : 1)' \
+        "$ons_dir/node_modules/ali-ons/package.json" 2>/dev/null; then
+    echo "ali-ons: up to date ($ons_dir/node_modules)"
+else
+    echo "ali-ons: npm ci in $ons_dir"
+    (cd "$ons_dir" && npm ci --no-audit --no-fund --loglevel=error)
+    touch "$ons_stamp"
+fi
+node -e 'const v = require(process.argv[1]).version; if (v !== "3.12.0") { console.error(`ali-ons ${v} installed, 3.12.0 expected`); process.exit(1) } require(process.argv[2])' \
+    "$ons_dir/node_modules/ali-ons/package.json" "$ons_dir/node_modules/ali-ons" \
+    || die "ali-ons did not install as pinned"
+
+# -- rocketmq 0.4.4 (C++ 4.x client) -------------------------------------------------------------
+command -v "$python" >/dev/null || die "$python is not installed"
+[ "$(uname -m)" = x86_64 ] || die "rocketmq 0.4.4 ships only a manylinux1 x86_64 wheel, not $(uname -m)"
+venv_stamp="$venv/.installed-$rocketmq_pin"
+if [ -f "$venv_stamp" ] && [ -x "$venv/bin/python" ]; then
+    echo "$rocketmq_pin: up to date ($venv)"
+else
+    echo "$rocketmq_pin: creating $venv"
+    "$python" -m venv --clear "$venv" || die "$python -m venv failed (Debian: apt-get install python3-venv)"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --only-binary=:all: "$rocketmq_pin"
+    touch "$venv_stamp"
+fi
+lib="$("$venv/bin/python" -c 'import os, rocketmq; print(os.path.join(os.path.dirname(rocketmq.__file__), "librocketmq.so"))')"
+if command -v ldd >/dev/null && ldd "$lib" | grep -q 'not found'; then
+    ldd "$lib" | grep 'not found' >&2
+    die "librocketmq.so misses system libraries (Debian: apt-get install -y libstdc++6 libgcc-s1)"
+fi
+"$venv/bin/python" -c 'import rocketmq.client' || die "the rocketmq wheel does not load (see above)"
+
+echo "conformance clients ready in $((SECONDS - t0)) s: node $(node --version), ali-ons 3.12.0, $rocketmq_pin in $venv"

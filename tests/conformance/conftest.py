@@ -1,0 +1,73 @@
+"""Fixtures of the conformance tier: real third-party clients against a real broker process.
+
+* ``clients`` (session): runs ``scripts/conformance_setup.sh`` once (ali-ons via ``npm ci``,
+  ``rocketmq==0.4.4`` in ``.conformance-venv``). If it fails, every test fails with its output:
+  nothing is skipped.
+* ``cx`` (per test): a broker on free loopback ports with a fresh store, a run id, and helpers
+  that start scenario scripts; at the end every script still running is killed and the broker
+  is stopped (SIGTERM, then SIGKILL after a timeout). A passing test's store is deleted (its
+  preallocated CommitLog segments take 1 GiB each by default); a failing test's is kept, with the
+  logs, under pytest's tmp_path.
+
+The tests are marked ``conformance`` and left out of the default run (pyproject ``addopts``); run
+them with ``pytest -m conformance tests/conformance``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from harness import CPP_DIR, ONS_DIR, ROOT, Clients, Conformance
+
+SETUP_SCRIPT = ROOT / "scripts" / "conformance_setup.sh"
+SETUP_TIMEOUT_S = 600
+
+
+@pytest.fixture(scope="session")
+def clients() -> Clients:
+    venv = Path(os.environ.get("CONFORMANCE_VENV", ROOT / ".conformance-venv"))
+    t0 = time.monotonic()
+    try:
+        r = subprocess.run(["bash", str(SETUP_SCRIPT)], cwd=ROOT, stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=SETUP_TIMEOUT_S,
+                           env={**os.environ, "CONFORMANCE_VENV": str(venv)})
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"{SETUP_SCRIPT} did not finish within {SETUP_TIMEOUT_S} s\n"
+                    f"{e.stdout or ''}{e.stderr or ''}", pytrace=False)
+    output = r.stdout + r.stderr
+    if r.returncode != 0:
+        pytest.fail(f"{SETUP_SCRIPT} failed (exit {r.returncode}); the conformance clients "
+                    f"are not installed:\n{output}", pytrace=False)
+    print(f"conformance setup: {time.monotonic() - t0:.1f} s\n{r.stdout}")
+    return Clients(node="node", ons_dir=ONS_DIR, cpp_python=venv / "bin" / "python",
+                   cpp_dir=CPP_DIR, setup_output=output)
+
+
+@pytest.fixture
+def cx(clients: Clients, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Conformance]:
+    world = Conformance(clients, tmp_path)
+    world.start_broker()
+    try:
+        yield world
+    finally:
+        report = getattr(request.node, "rep_call", None)
+        passed = report is not None and report.passed
+        if report is not None and report.failed:
+            print(world.describe())
+        world.close()
+        if passed:  # a store preallocates its CommitLog segments (1 GiB each by default)
+            shutil.rmtree(world.broker.store_dir, ignore_errors=True)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    """Keep each phase's report on the item, so the fixture can print diagnostics on failure."""
+    rep = yield
+    setattr(item, f"rep_{rep.when}", rep)
+    return rep

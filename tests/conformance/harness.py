@@ -1,0 +1,467 @@
+"""The conformance harness: the broker as a subprocess, the third-party client scenarios as
+subprocesses that print JSON lines, and the broker's files read back after it stopped.
+
+Everything started here is stopped here: a process that overstays its timeout is killed and the
+test fails saying so. Every network use is loopback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+import zlib
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import remoting_admin
+from remoting_admin import loads_lenient
+
+from rocketlite.cli.store_commands import iter_commitlog, read_units, verify_store
+from rocketlite.formats.properties import KEYS, decode_properties
+
+ROOT = Path(__file__).resolve().parents[2]
+ONS_DIR = ROOT / "conformance" / "ali-ons"
+CPP_DIR = ROOT / "conformance" / "cpp"
+READY_LINE = "rocketlite ready"
+BROKER_READY_TIMEOUT_S = 30.0
+BROKER_STOP_TIMEOUT_S = 20.0
+# The broker command; ROCKETLITE_CONFORMANCE_BROKER_CMD overrides it (same placeholders), e.g. to
+# run the suite against another RocketMQ-compatible broker that prints the ready line.
+BROKER_CMD = ("{python} -m rocketlite start --store-dir {store_dir} "
+              "--namesrv-port {namesrv_port} --broker-port {broker_port}")
+
+Event = dict[str, Any]
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (the OS picks it; the broker binds it moments later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _tail(path: Path, chars: int = 4000) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return "(no output file)"
+    return text if len(text) <= chars else "…" + text[-chars:]
+
+
+# -- client scenario processes -------------------------------------------------------------------
+
+
+class ClientProcess:
+    """One scenario script: its stdout JSON events collected by a reader thread, its stderr in a
+    file, waits bounded."""
+
+    def __init__(self, name: str, argv: Sequence[str], cwd: Path, env: dict[str, str],
+                 log_dir: Path) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.stderr_path = log_dir / f"{name}.stderr"
+        self.stdout_path = log_dir / f"{name}.stdout"
+        self.events: list[Event] = []
+        self._cond = threading.Condition()
+        self._stderr = self.stderr_path.open("wb")
+        self.proc = subprocess.Popen(self.argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=self._stderr)
+        self._reader = threading.Thread(target=self._read, name=f"read-{name}", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        with self.stdout_path.open("wb") as copy:
+            for raw in self.proc.stdout:
+                copy.write(raw)
+                copy.flush()
+                line = raw.decode("utf-8", errors="replace").rstrip("\n")
+                try:
+                    event = json.loads(line)
+                    if not isinstance(event, dict) or "event" not in event:
+                        raise ValueError(line)
+                except ValueError:
+                    event = {"event": "raw", "line": line}
+                with self._cond:
+                    self.events.append(event)
+                    self._cond.notify_all()
+        self.proc.stdout.close()
+        with self._cond:
+            self._cond.notify_all()
+
+    # -- reading events
+
+    def of(self, kind: str) -> list[Event]:
+        with self._cond:
+            return [e for e in self.events if e["event"] == kind]
+
+    def wait_for(self, predicate: Callable[[list[Event]], Any], timeout: float, what: str) -> Any:
+        """Wait until ``predicate(events)`` is truthy; fail if the process ends first or the
+        timeout passes."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                result = predicate(self.events)
+                if result:
+                    return result
+                if self.proc.poll() is not None and not self._reader.is_alive():
+                    raise AssertionError(f"{self.name} ended (exit {self.proc.returncode}) before "
+                                         f"{what}\n{self.describe()}")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"{self.name}: no {what} within {timeout} s\n"
+                                         f"{self.describe()}")
+                self._cond.wait(min(left, 0.5))
+
+    def wait_event(self, kind: str, timeout: float, **match: Any) -> Event:
+        def find(events: list[Event]) -> Event | None:
+            for e in events:
+                if e["event"] == kind and all(e.get(k) == v for k, v in match.items()):
+                    return e
+            return None
+
+        found: Event = self.wait_for(find, timeout, f"{kind!r} event {match or ''}")
+        return found
+
+    # -- ending
+
+    def wait(self, timeout: float) -> int:
+        """Wait for the process to exit; kill it and fail if it overstays."""
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"{self.name} still running after {timeout} s: killed\n"
+                                 f"{self.describe()}") from None
+        self._release()
+        return code
+
+    def finish(self, timeout: float) -> list[Event]:
+        """Wait for the scenario to exit 0 and end with a 'done' event; return its events."""
+        code = self.wait(timeout)
+        if code != 0 or not self.of("done"):
+            raise AssertionError(f"{self.name} failed (exit {code}; 0 and a 'done' event "
+                                 f"expected)\n{self.describe()}")
+        return self.events
+
+    def stop(self, timeout: float, sig: int = signal.SIGTERM) -> list[Event]:
+        """Ask a running consumer to stop cleanly (it commits its offsets), then finish()."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.finish(timeout)
+
+    def kill(self) -> None:
+        """End the process if it still runs, and release its pipe and files."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self._release()
+
+    def _release(self) -> None:
+        self._reader.join(5)
+        self._stderr.close()
+
+    def describe(self) -> str:
+        with self._cond:
+            events = list(self.events)
+        shown = [json.dumps(e, ensure_ascii=False)[:300] for e in events[-25:]]
+        return (f"--- {self.name}: {shlex.join(self.argv)}\n"
+                f"exit: {self.proc.poll()}; {len(events)} events, the last {len(shown)}:\n"
+                + "\n".join(shown)
+                + f"\n--- stderr ({self.stderr_path}):\n{_tail(self.stderr_path, 3000)}")
+
+
+# -- the broker -----------------------------------------------------------------------------------
+
+
+class BrokerProcess:
+    """``python -m rocketlite start`` (NameServer and broker in one process) on free loopback
+    ports with its own store; ready when its console prints ``rocketlite ready``."""
+
+    def __init__(self, store_dir: Path, log_path: Path) -> None:
+        self.store_dir = store_dir
+        self.log_path = log_path
+        self.namesrv_port = free_port()
+        self.broker_port = free_port()
+        while self.broker_port == self.namesrv_port:
+            self.broker_port = free_port()
+        template = os.environ.get("ROCKETLITE_CONFORMANCE_BROKER_CMD", BROKER_CMD)
+        self.argv = [part.format(python=sys.executable, store_dir=store_dir,
+                                 namesrv_port=self.namesrv_port, broker_port=self.broker_port)
+                     for part in shlex.split(template)]
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.exit_code: int | None = None
+
+    @property
+    def namesrv_addr(self) -> str:
+        return f"127.0.0.1:{self.namesrv_port}"
+
+    @property
+    def broker_addr(self) -> str:
+        return f"127.0.0.1:{self.broker_port}"
+
+    def start(self, timeout: float = BROKER_READY_TIMEOUT_S) -> None:
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        with self.log_path.open("wb") as log:
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + timeout
+        while READY_LINE not in self.log_path.read_text(errors="replace"):
+            if self.proc.poll() is not None:
+                raise AssertionError(f"the broker exited with {self.proc.returncode} before "
+                                     f"printing {READY_LINE!r}\n{self.describe()}")
+            if time.monotonic() > deadline:
+                self.kill()
+                raise AssertionError(f"the broker did not print {READY_LINE!r} within {timeout} "
+                                     f"s: killed\n{self.describe()}")
+            time.sleep(0.05)
+
+    def stop(self, timeout: float = BROKER_STOP_TIMEOUT_S) -> int:
+        """SIGTERM, then wait; SIGKILL and fail if it does not stop within ``timeout``."""
+        if self.proc is None:
+            raise AssertionError("the broker was never started")
+        if self.exit_code is not None:
+            return self.exit_code
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.exit_code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"the broker did not stop within {timeout} s of SIGTERM: "
+                                 f"killed\n{self.describe()}") from None
+        return self.exit_code
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.exit_code = self.proc.wait(10)
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def describe(self) -> str:
+        return (f"--- broker: {shlex.join(self.argv)}\n--- console ({self.log_path}):\n"
+                f"{_tail(self.log_path)}")
+
+
+# -- the broker's files, read after it stopped ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    topic: str
+    queue_id: int
+    queue_offset: int
+    key: str | None
+    body: str
+    sys_flag: int
+    properties: dict[str, str]
+
+
+@dataclass
+class StoreState:
+    """What a stopped broker left in its store directory, read with the project's own readers
+    (``rocketlite.cli.store_commands``: read-only, no lock, no recovery)."""
+
+    root: Path
+    messages: list[StoredMessage]
+    queue_units: dict[tuple[str, int], int]      # valid ConsumeQueue units per (topic, queue)
+    queue_max: dict[tuple[str, int], int]        # next queue offset per (topic, queue)
+    consumer_offsets: dict[str, dict[int, int]]  # "topic@group" -> {queue: committed offset}
+    problems: list[str] = field(default_factory=list)
+    abort_present: bool = False
+
+    @classmethod
+    def read(cls, root: Path) -> StoreState:
+        messages = []
+        for _, rec, err in iter_commitlog(root):
+            if rec is None:
+                raise AssertionError(f"the CommitLog in {root} holds a bad record: {err}")
+            props = decode_properties(rec.properties_text)
+            body = zlib.decompress(rec.body) if rec.sys_flag & 0x1 else rec.body
+            messages.append(StoredMessage(rec.topic, rec.queue_id, rec.queue_offset,
+                                          props.get(KEYS), body.decode("utf-8", "replace"),
+                                          rec.sys_flag, props))
+        units: dict[tuple[str, int], int] = {}
+        qmax: dict[tuple[str, int], int] = {}
+        cq_root = root / "consumequeue"
+        for topic_dir in sorted(cq_root.iterdir()) if cq_root.is_dir() else []:
+            for qdir in sorted(topic_dir.iterdir()) if topic_dir.is_dir() else []:
+                if qdir.is_dir() and qdir.name.isdigit():
+                    us = read_units(qdir)
+                    units[(topic_dir.name, int(qdir.name))] = len(us)
+                    qmax[(topic_dir.name, int(qdir.name))] = us[-1][0] + 1 if us else 0
+        return cls(root=root, messages=messages, queue_units=units, queue_max=qmax,
+                   consumer_offsets=read_consumer_offsets(root),
+                   problems=verify_store(root), abort_present=(root / "abort").exists())
+
+    def units_of(self, topic: str) -> dict[int, int]:
+        return {q: n for (t, q), n in self.queue_units.items() if t == topic}
+
+    def max_offsets_of(self, topic: str) -> dict[int, int]:
+        return {q: n for (t, q), n in self.queue_max.items() if t == topic}
+
+    def messages_of(self, topic: str) -> list[StoredMessage]:
+        return [m for m in self.messages if m.topic == topic]
+
+    def offsets_of(self, topic: str, group: str) -> dict[int, int]:
+        return self.consumer_offsets.get(f"{topic}@{group}", {})
+
+    def describe(self, topic: str) -> str:
+        return (f"store {self.root}: ConsumeQueue units of {topic} {self.units_of(topic)}, "
+                f"CommitLog records of {topic} {len(self.messages_of(topic))}, consumer offsets "
+                f"{ {k: v for k, v in self.consumer_offsets.items() if k.startswith(topic + '@')} }")
+
+
+def read_consumer_offsets(root: Path) -> dict[str, dict[int, int]]:
+    """``config/consumerOffset.json`` in RocketMQ's format, ``{"offsetTable": {"Topic@Group":
+    {0: 5, 1: 3}}}`` (fastjson writes the queue ids as bare integers; quoted ones are accepted)."""
+    path = root / "config" / "consumerOffset.json"
+    if not path.exists():
+        return {}
+    data = loads_lenient(path.read_text())
+    table = data.get("offsetTable", {}) if isinstance(data, dict) else {}
+    return {str(k): {int(q): int(o) for q, o in v.items()} for k, v in table.items()}
+
+
+# -- comparing what was sent with what was received -----------------------------------------------
+
+
+def pairs(events: Iterable[Event], kind: str) -> list[tuple[str, str]]:
+    """(key, body) of every event of ``kind`` ('sent' or 'received')."""
+    return [(e["key"], e["body"]) for e in events if e["event"] == kind]
+
+
+def assert_same_messages(sent: Sequence[tuple[str, str]], received: Sequence[tuple[str, str]],
+                         label: str, duplicates_allowed: Iterable[tuple[str, str]] = ()) -> None:
+    """``received`` holds each sent (key, body) exactly once: none missing, none unknown, and no
+    duplicate except of the pairs in ``duplicates_allowed`` (at-least-once redelivery)."""
+    want, got = Counter(sent), Counter(received)
+    assert len(want) == len(sent), f"{label}: the producer sent duplicate keys (harness bug)"
+    allowed = set(duplicates_allowed)
+    missing = sorted(want - got)
+    unknown = sorted(k for k in got if k not in want)
+    dupes = sorted(k for k, n in got.items() if k in want and n > 1 and k not in allowed)
+    problems = []
+    if missing:
+        problems.append(f"{len(missing)} of {len(want)} sent messages never received, e.g. "
+                        f"{missing[:5]}")
+    if unknown:
+        problems.append(f"{len(unknown)} received messages were never sent, e.g. {unknown[:5]}")
+    if dupes:
+        problems.append(f"{len(dupes)} messages received more than once, e.g. "
+                        f"{[(k, got[k]) for k in dupes[:5]]}")
+    assert not problems, f"{label}: " + "; ".join(problems)
+
+
+# -- one test's world ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Clients:
+    node: str
+    ons_dir: Path
+    cpp_python: Path
+    cpp_dir: Path
+    setup_output: str
+
+
+class Conformance:
+    """One test's world: its broker, its run id, the scenario processes it started."""
+
+    CLIENT_DEADLINE_MS = 90_000  # every scenario script's own hard deadline
+
+    def __init__(self, clients: Clients, tmp: Path) -> None:
+        self.clients = clients
+        self.tmp = tmp
+        self.run_id = uuid.uuid4().hex[:8]
+        self.logs = tmp / "logs"
+        self.logs.mkdir()
+        self.home = tmp / "home"  # the C++ client logs under $HOME/logs/rocketmq-cpp
+        self.home.mkdir()
+        self.broker = BrokerProcess(tmp / "store", self.logs / "broker.log")
+        self.processes: list[ClientProcess] = []
+        self._count = 0
+
+    def name(self, kind: str) -> str:
+        """A topic or group name unique to this test run."""
+        return f"{kind}_{self.run_id}"
+
+    # -- the broker
+
+    def start_broker(self) -> None:
+        self.broker.start()
+
+    def create_topic(self, topic: str, queues: int = 4) -> None:
+        """Create ``topic`` as the admin tool does, and wait until the NameServer routes it."""
+        r = remoting_admin.create_topic(self.broker.broker_addr, topic, queues)
+        assert r.code == remoting_admin.SUCCESS, (
+            f"UPDATE_AND_CREATE_TOPIC {topic} answered {r.code} ({r.remark})\n"
+            + self.broker.describe())
+        remoting_admin.wait_for_route(self.broker.namesrv_addr, topic)
+
+    def stop_broker(self) -> StoreState:
+        """Stop every client left, stop the broker (it must exit 0 on SIGTERM), read its store."""
+        for p in self.processes:
+            p.kill()
+        code = self.broker.stop()
+        assert code == 0, f"the broker exited with {code} on SIGTERM\n{self.broker.describe()}"
+        state = StoreState.read(self.broker.store_dir)
+        assert not state.abort_present, "the store's abort file is left after a clean stop"
+        assert not state.problems, ("the stopped store is inconsistent: "
+                                    + "; ".join(state.problems[:10]))
+        return state
+
+    # -- scenario scripts
+
+    def _spawn(self, label: str, argv: list[str], cwd: Path, env: dict[str, str]) -> ClientProcess:
+        self._count += 1
+        p = ClientProcess(f"{self._count:02d}-{label}", argv, cwd, env, self.logs)
+        self.processes.append(p)
+        return p
+
+    def _common_args(self, topic: str, group: str) -> list[str]:
+        return ["--namesrv", self.broker.namesrv_addr, "--topic", topic, "--group", group,
+                "--run-id", self.run_id, "--deadline-ms", str(self.CLIENT_DEADLINE_MS)]
+
+    def ons(self, script: str, topic: str, group: str, *args: str) -> ClientProcess:
+        """Start ``conformance/ali-ons/<script>.js``."""
+        argv = [self.clients.node, str(self.clients.ons_dir / f"{script}.js"),
+                *self._common_args(topic, group), *args]
+        env = {**os.environ, "NODE_NO_WARNINGS": "1"}
+        return self._spawn(f"ons-{script}", argv, self.clients.ons_dir, env)
+
+    def cpp(self, script: str, topic: str, group: str, *args: str) -> ClientProcess:
+        """Start ``conformance/cpp/<script>.py`` in the rocketmq==0.4.4 venv, HOME in tmp."""
+        argv = [str(self.clients.cpp_python), str(self.clients.cpp_dir / f"{script}.py"),
+                *self._common_args(topic, group), *args]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        env |= {"HOME": str(self.home), "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+        return self._spawn(f"cpp-{script}", argv, self.clients.cpp_dir, env)
+
+    def describe(self) -> str:
+        return "\n".join([*(p.describe() for p in self.processes), self.broker.describe()])
+
+    def close(self) -> None:
+        """Kill the scripts left; stop the broker if the test did not (SIGTERM, then SIGKILL)."""
+        for p in self.processes:
+            p.kill()
+        if self.broker.running:
+            try:
+                self.broker.stop()
+            except AssertionError as e:  # it overstayed SIGTERM and was killed: say so
+                print(e)

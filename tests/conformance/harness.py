@@ -341,6 +341,17 @@ def read_consumer_offsets(root: Path) -> dict[str, dict[int, int]]:
 # -- comparing what was sent with what was received -----------------------------------------------
 
 
+FINISH_S = 100  # how long a test waits for a scenario script, whose own deadline is 90 s
+
+
+def sent_of(events: list[Event]) -> list[Event]:
+    return [e for e in events if e["event"] == "sent"]
+
+
+def received_of(events: list[Event]) -> list[Event]:
+    return [e for e in events if e["event"] == "received"]
+
+
 def pairs(events: Iterable[Event], kind: str) -> list[tuple[str, str]]:
     """(key, body) of every event of ``kind`` ('sent' or 'received')."""
     return [(e["key"], e["body"]) for e in events if e["event"] == kind]

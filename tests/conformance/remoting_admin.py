@@ -102,17 +102,30 @@ def route(namesrv_addr: str, topic: str, timeout: float = 5.0) -> tuple[int, Any
     return r.code, (loads_lenient(r.body) if r.code == SUCCESS and r.body else None)
 
 
+PERM_READ, PERM_WRITE = 0x4, 0x2
+
+
 def write_queue_count(route_data: Any) -> int:
-    return sum(int(q.get("writeQueueNums", 0)) for q in (route_data or {}).get("queueDatas", []))
+    """Queues a producer may send to (PermName.isWriteable, as every client checks)."""
+    return sum(int(q.get("writeQueueNums", 0)) for q in (route_data or {}).get("queueDatas", [])
+               if int(q.get("perm", 0)) & PERM_WRITE)
+
+
+def read_queue_count(route_data: Any) -> int:
+    """Queues a consumer may pull from (PermName.isReadable)."""
+    return sum(int(q.get("readQueueNums", 0)) for q in (route_data or {}).get("queueDatas", [])
+               if int(q.get("perm", 0)) & PERM_READ)
 
 
 def wait_for_route(namesrv_addr: str, topic: str, timeout: float = 15.0) -> Any:
-    """Poll the NameServer until it routes ``topic`` to at least one writable queue."""
+    """Poll the NameServer until it routes ``topic`` to at least one writable and one readable
+    queue (a route with no readable queue is no more than a template to send with)."""
     deadline = time.monotonic() + timeout
     last: tuple[int, Any] = (-1, None)
     while time.monotonic() < deadline:
         last = route(namesrv_addr, topic)
-        if last[0] == SUCCESS and write_queue_count(last[1]) > 0:
+        if last[0] == SUCCESS and write_queue_count(last[1]) > 0 \
+                and read_queue_count(last[1]) > 0:
             return last[1]
         time.sleep(0.1)
     raise AssertionError(f"the NameServer at {namesrv_addr} has no route for {topic} after "

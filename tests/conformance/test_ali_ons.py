@@ -13,20 +13,18 @@ import time
 from collections import Counter
 
 import pytest
-from harness import ClientProcess, Conformance, Event, assert_same_messages, pairs
+from harness import (
+    FINISH_S,
+    ClientProcess,
+    Conformance,
+    Event,
+    assert_same_messages,
+    pairs,
+    received_of,
+    sent_of,
+)
 
 pytestmark = pytest.mark.conformance
-
-FINISH_S = 100  # a script's own deadline is 90 s
-
-
-def sent_of(events: list[Event]) -> list[Event]:
-    return [e for e in events if e["event"] == "sent"]
-
-
-def received_of(events: list[Event]) -> list[Event]:
-    return [e for e in events if e["event"] == "received"]
-
 
 def produce(cx: Conformance, topic: str, n: int, start: int = 0, *extra: str) -> list[Event]:
     p = cx.ons("produce", topic, cx.name("PID"), "--n", str(n), "--start", str(start), *extra)

@@ -12,7 +12,12 @@ scan every 5 s. NameServers never talk to each other: each broker registers with
 rocketlite extension: when a topic is unknown but some broker serves the auto-create template
 topic TBW102 (``autoCreateTopicEnable`` on the broker), ``pick_route`` answers with the TBW102
 brokers' route, so clients that need a route before their first send (ali-ons) can send and the
-broker creates the topic then.
+broker creates the topic then. That route is what a Java producer makes of TBW102's: write-only
+(a consumer of a topic nobody created sees no queue, as with Apache's TOPIC_NOT_EXIST, instead of
+pulling queues that do not exist: the C++ client re-pulls at once on each error, thousands a
+second) with at most ``CLIENT_DEFAULT_TOPIC_QUEUE_NUMS`` queues (the broker creates the topic with
+min(the send's ``defaultTopicQueueNums``, TBW102's); more made ali-ons's second send go to a queue
+the new topic lacks). Retry and dead-letter topics never get it: the broker creates those itself.
 """
 
 from __future__ import annotations
@@ -35,6 +40,9 @@ log = logging.getLogger(__name__)
 MASTER_ID = 0
 DEFAULT_BROKER_TIMEOUT_MS = 120_000
 AUTO_CREATE_TOPIC = "TBW102"
+CLIENT_DEFAULT_TOPIC_QUEUE_NUMS = 4  # defaultTopicQueueNums of the Java, C++ and ali-ons producers
+BROKER_OWNED_TOPIC_PREFIXES = ("%RETRY%", "%DLQ%")
+PERM_WRITE = 0x2
 MAX_TOPICS = 1_000_000
 MAX_BROKERS = 10_000
 
@@ -178,8 +186,11 @@ class RouteInfo:
 
     def pick_route(self, topic: str) -> TopicRouteData | None:
         queues = self.topic_queues.get(topic)
-        if not queues and self.auto_create_route:
-            queues = self.topic_queues.get(AUTO_CREATE_TOPIC)
+        if not queues and self.auto_create_route \
+                and not topic.startswith(BROKER_OWNED_TOPIC_PREFIXES):
+            queues = {name: _auto_create_queues(q)
+                      for name, q in self.topic_queues.get(AUTO_CREATE_TOPIC, {}).items()
+                      if q.perm & PERM_WRITE}
         if not queues:
             return None
         route = TopicRouteData()
@@ -203,6 +214,13 @@ class RouteInfo:
 
     def topic_list(self) -> TopicList:
         return TopicList(topicList=set(self.topic_queues))
+
+
+def _auto_create_queues(template: QueueData) -> QueueData:
+    """TBW102's queues as a producer may use them for a topic the broker has yet to create."""
+    n = min(template.writeQueueNums, CLIENT_DEFAULT_TOPIC_QUEUE_NUMS)
+    return QueueData(brokerName=template.brokerName, readQueueNums=0, writeQueueNums=n,
+                     perm=PERM_WRITE, topicSysFlag=template.topicSysFlag)
 
 
 def _version_key(v: DataVersion) -> tuple[int, int, int]:

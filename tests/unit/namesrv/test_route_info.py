@@ -68,9 +68,13 @@ def test_silent_broker_expires_with_its_queues() -> None:
 
 def test_unregister_and_auto_create_route() -> None:
     r = RouteInfo(auto_create_route=True)
-    register(r, "a", "h:10911", 0, wrapper("TBW102", "T1"))
+    register(r, "a", "h:10911", 0, wrapper("TBW102", "T1", queues=8))
     fallback = r.pick_route("BrandNew")
     assert fallback is not None and fallback.brokerDatas[0].brokerName == "a"
+    # write-only (consumers see no queue), as many queues as a producer asks the broker to make
+    assert [(q.perm, q.readQueueNums, q.writeQueueNums) for q in fallback.queueDatas] == [(2, 0, 4)]
+    assert r.topic_queues["TBW102"]["a"].writeQueueNums == 8  # the template is left as it was
+    assert r.pick_route("%RETRY%G") is None and r.pick_route("%DLQ%G") is None
     r.unregister_broker("C", "h:10911", "a", 0)
     assert r.pick_route("T1") is None and r.pick_route("BrandNew") is None
     assert r.brokers == {} and r.live == {}

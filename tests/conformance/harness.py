@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -43,12 +44,26 @@ BROKER_CMD = ("{python} -m rocketlite start --store-dir {store_dir} "
 
 Event = dict[str, Any]
 
+# What the clients log that is no complaint about the broker. The C++ client logs these two as
+# errors on every run: it has no credentials to sign with, and it says so when it stops.
+CPP_BENIGN = re.compile(r"didn't get the session_credentials|stopAllTcpTransportThread End")
+# ali-ons reports QUERY_CONSUMER_OFFSET's QUERY_NOT_FOUND (22) for a new group as an 'error'
+# event, then applies consumeFromWhere (PROTOCOL.md §2.2).
+ONS_BENIGN_CODES = {22}
+
 
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 now (the OS picks it; the broker binds it moments later)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return []
 
 
 def _tail(path: Path, chars: int = 4000) -> str:
@@ -435,7 +450,27 @@ class Conformance:
         assert not state.abort_present, "the store's abort file is left after a clean stop"
         assert not state.problems, ("the stopped store is inconsistent: "
                                     + "; ".join(state.problems[:10]))
+        complaints = self.client_complaints()
+        assert not complaints, (f"the clients logged {len(complaints)} errors, e.g.\n"
+                                + "\n".join(complaints[:10]))
         return state
+
+    def client_complaints(self) -> list[str]:
+        """What the clients said went wrong: ali-ons's 'error' events and logged errors, the C++
+        client's logged errors and pull exceptions (it re-pulls at once after each, so a broker
+        answering a pull with an error is hammered), less the benign ones above."""
+        out = []
+        for p in self.processes:
+            out += [f"{p.name}: {json.dumps(e, ensure_ascii=False)[:300]}"
+                    for e in p.of("client_error") if e.get("code") not in ONS_BENIGN_CODES]
+            if "-ons-" in p.name:
+                out += [f"{p.name}: {line[:300]}" for line in _lines(p.stderr_path)
+                        if re.match(r"\[\w+\] error ", line)]
+        for log in sorted((self.home / "logs" / "rocketmq-cpp").glob("*")):
+            out += [f"{log.name}: {line[:300]}" for line in _lines(log)
+                    if ("(error)" in line and not CPP_BENIGN.search(line))
+                    or ("(warning)" in line and "exception" in line)]
+        return out
 
     # -- scenario scripts
 

@@ -9,10 +9,12 @@ PROTOCOL.md §2.2), so each scenario first creates its topic as ``mqadmin update
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 
 import pytest
+import remoting_admin
 from harness import (
     FINISH_S,
     ClientProcess,
@@ -193,4 +195,38 @@ def test_two_consumers_in_one_group_split_the_queues(cx: Conformance) -> None:
     assert got_a and got_b, "one consumer received nothing"
 
     state = cx.stop_broker()
+    assert state.offsets_of(topic, group) == state.max_offsets_of(topic), state.describe(topic)
+
+
+def test_send_to_a_topic_nobody_created(cx: Conformance) -> None:
+    """ali-ons sends only with a route for the topic itself (it never falls back to TBW102).
+    Apache's NameServer answers TOPIC_NOT_EXIST (17) for a topic nobody created and the send
+    fails with "No topic route info"; rocketlite's answers with a write-only route made from
+    TBW102's, the first send creates the topic (min(defaultTopicQueueNums 4, TBW102's 8)
+    queues) and every send after it goes to one of those queues. Either way the route must
+    offer consumers no queue before the topic exists."""
+    n = 20
+    topic, group = cx.name("ONS_AUTO"), cx.name("GID")
+    code, before = remoting_admin.route(cx.broker.namesrv_addr, topic)
+    assert remoting_admin.read_queue_count(before) == 0, (
+        f"a topic nobody created has readable queues: code {code}, route {before}")
+    p = cx.ons("produce", topic, cx.name("PID"), "--n", str(n))
+    if code == remoting_admin.TOPIC_NOT_EXIST:  # Apache: ali-ons cannot send (PROTOCOL.md §2.2)
+        assert p.wait(FINISH_S) != 0 and not p.of("sent"), p.describe()
+        assert "No topic route info" in json.dumps(p.of("fatal")), p.describe()
+        return
+    sent = sent_of(p.finish(FINISH_S))
+    assert len(sent) == n, f"the producer reported {len(sent)} of {n} sends\n{p.describe()}"
+    routed = remoting_admin.wait_for_route(cx.broker.namesrv_addr, topic)
+    queues = remoting_admin.read_queue_count(routed)
+    assert queues == remoting_admin.write_queue_count(routed) == 4, routed
+    assert {e["queueId"] for e in sent} <= set(range(queues)), [e["queueId"] for e in sent]
+
+    c = cx.ons("consume", topic, group, "--consume-from", "FIRST", "--expect", str(n))
+    received = received_of(c.finish(FINISH_S))
+    assert_same_messages(pairs(sent, "sent"), pairs(received, "received"), "auto-created topic")
+
+    state = cx.stop_broker()
+    assert sorted((m.key, m.body) for m in state.messages_of(topic)) == sorted(
+        pairs(sent, "sent")), state.describe(topic)
     assert state.offsets_of(topic, group) == state.max_offsets_of(topic), state.describe(topic)

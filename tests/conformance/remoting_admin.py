@@ -20,9 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 UPDATE_AND_CREATE_TOPIC = 17
+QUERY_CONSUMER_OFFSET = 14
+LOCK_BATCH_MQ = 41
 GET_ROUTEINFO_BY_TOPIC = 105
 SUCCESS = 0
 TOPIC_NOT_EXIST = 17
+QUERY_NOT_FOUND = 22
 
 _opaque = itertools.count(1)
 _BARE_INT_KEY = re.compile(r'([{,]\s*)(-?\d+)\s*:')
@@ -94,6 +97,34 @@ def create_topic(broker_addr: str, topic: str, queues: int = 4, timeout: float =
         "writeQueueNums": str(queues), "perm": "6", "topicFilterType": "SINGLE_TAG",
         "topicSysFlag": "0", "order": "false",
     }, timeout=timeout)
+
+
+def query_consumer_offset(broker_addr: str, group: str, topic: str, queue_id: int,
+                          timeout: float = 5.0) -> int:
+    """The group's committed offset of one queue (QUERY_CONSUMER_OFFSET), -1 if none is stored
+    (QUERY_NOT_FOUND). ``setZeroIfNotFound`` false: Apache's rule answers 0 for an uncommitted
+    queue that still starts at 0, which would hide a missing commit."""
+    r = request(broker_addr, QUERY_CONSUMER_OFFSET, {
+        "consumerGroup": group, "topic": topic, "queueId": str(queue_id),
+        "setZeroIfNotFound": "false",
+    }, timeout=timeout)
+    if r.code == QUERY_NOT_FOUND:
+        return -1
+    assert r.code == SUCCESS, f"QUERY_CONSUMER_OFFSET {topic}@{group}:{queue_id}: {r.code} {r.remark}"
+    return int(r.ext["offset"])
+
+
+def lock_batch(broker_addr: str, broker_name: str, group: str, client_id: str, topic: str,
+               queue_ids: list[int], timeout: float = 5.0) -> set[int]:
+    """LOCK_BATCH_MQ as an orderly consumer sends it; the queue ids the broker locked for it."""
+    body = json.dumps({
+        "clientId": client_id, "consumerGroup": group, "onlyThisBroker": False,
+        "mqSet": [{"brokerName": broker_name, "queueId": q, "topic": topic} for q in queue_ids],
+    }).encode()
+    r = request(broker_addr, LOCK_BATCH_MQ, {}, body, timeout=timeout)
+    assert r.code == SUCCESS, f"LOCK_BATCH_MQ {topic}@{group}: {r.code} {r.remark}"
+    locked = (loads_lenient(r.body) if r.body else {}).get("lockOKMQSet", [])
+    return {int(mq["queueId"]) for mq in locked if mq.get("topic") == topic}
 
 
 def route(namesrv_addr: str, topic: str, timeout: float = 5.0) -> tuple[int, Any]:

@@ -110,11 +110,26 @@ def test_consumer_restart_resumes_from_committed_offset(cx: Conformance) -> None
     assert len(set(run1)) == n // 2, first.describe()
     last_of_run1 = run1[-1]
 
+    # What the first consumer committed (UPDATE_CONSUMER_OFFSET on close), asked of the broker
+    committed = {q: remoting_admin.query_consumer_offset(cx.broker.broker_addr, group, topic, q)
+                 for q in range(4)}
     batch2 = produce(cx, topic, n, n)
     everything = pairs(batch1 + batch2, "sent")
     second = cx.ons("consume", topic, group, "--consume-from", "FIRST", "--expect",
                     str(2 * n - len(set(run1))), "--linger-ms", "2000")
-    run2 = pairs(received_of(second.finish(FINISH_S)), "received")
+    run2_events = received_of(second.finish(FINISH_S))
+    run2 = pairs(run2_events, "received")
+
+    # The second consumer starts each queue exactly at the committed offset: of the backlog it
+    # receives the messages at or past it, and the first consumer had received all before it.
+    place = {e["key"]: (e["queueId"], e["queueOffset"]) for e in batch1}
+    resumed = {place[e["key"]] for e in run2_events if e["key"] in place}
+    past_committed = {(q, off) for q, off in place.values() if off >= committed[q]}
+    assert resumed == past_committed, (
+        f"committed offsets {committed}: the restarted consumer received backlog messages "
+        f"{sorted(resumed)}, those at or past the committed offsets are {sorted(past_committed)}")
+    assert {place[k] for k, _ in run1} >= set(place.values()) - past_committed, (
+        f"committed offsets {committed} skip messages the first consumer never received")
 
     again = [m for m in run2 if m in set(run1)]
     assert again in ([], [last_of_run1]), (

@@ -141,6 +141,15 @@ def test_orderly_consumer_with_lock_batch_mq(cx: Conformance) -> None:
     during = produce(cx, topic, n, "orderly", "--shards", str(shards), "--start", str(n))
     received = received_of(c.finish(FINISH_S))
     sent = before + during
+    # The consumer unlocked its queues on shutdown (UNLOCK_BATCH_MQ): another client of the
+    # group locks all of them at once, not after the 60 s a lock lives.
+    route = remoting_admin.wait_for_route(cx.broker.namesrv_addr, topic)
+    broker_name = route["brokerDatas"][0]["brokerName"]
+    locked = remoting_admin.lock_batch(cx.broker.broker_addr, broker_name, group,
+                                       f"127.0.0.1@conformance-{cx.run_id}", topic,
+                                       list(range(4)))
+    assert locked == {0, 1, 2, 3}, f"queues still locked after the orderly consumer stopped: " \
+        f"only {sorted(locked)} of 0-3 could be locked by another client"
     assert_same_messages(pairs(sent, "sent"), pairs(received, "received"), "orderly")
 
     by_shard: dict[int, list[Event]] = defaultdict(list)

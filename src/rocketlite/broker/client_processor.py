@@ -80,10 +80,16 @@ class ClientProcessor:
         h = UnregisterClientRequestHeader.from_ext(cmd.ext_fields)
         if h.producerGroup:
             b.producers.unregister(h.producerGroup, conn)
-        if h.consumerGroup and b.consumers.unregister(h.consumerGroup, conn):
-            sgc = b.subscriptions.table.get(h.consumerGroup)
-            if sgc is None or sgc.notifyConsumerIdsChangedEnable:
-                b.notify_consumer_ids_changed(h.consumerGroup)
+        if h.consumerGroup:
+            # A client leaving the group keeps no queue locked: the C++ 4.x client's
+            # UNLOCK_BATCH_MQ on shutdown leaves out the first queue of its set, which no other
+            # orderly consumer could then take for rebalanceLockMaxLiveTime (60 s).
+            if h.clientID:
+                b.locks.unlock_client(h.consumerGroup, h.clientID)
+            if b.consumers.unregister(h.consumerGroup, conn):
+                sgc = b.subscriptions.table.get(h.consumerGroup)
+                if sgc is None or sgc.notifyConsumerIdsChangedEnable:
+                    b.notify_consumer_ids_changed(h.consumerGroup)
         return cmd.response(ResponseCode.SUCCESS)
 
     def consumer_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:

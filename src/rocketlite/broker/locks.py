@@ -3,7 +3,8 @@
 LOCK_BATCH_MQ (41) asks for a set of queues and gets back the subset it now holds: queues free,
 expired, or already its own (which renews them). A lock expires ``rebalanceLockMaxLiveTime``
 (60 s) after its last renewal; orderly clients renew every 20 s. UNLOCK_BATCH_MQ (42) releases only
-the caller's own locks.
+the caller's own locks; so does a client's UNREGISTER_CLIENT (35) of the group (``unlock_client``),
+as the C++ 4.x client's UNLOCK_BATCH_MQ on shutdown leaves out one of its queues.
 """
 
 from __future__ import annotations
@@ -61,6 +62,16 @@ class RebalanceLockManager:
                     self._count -= 1
             if not held:
                 del self.table[group]
+
+    def unlock_client(self, group: str, client_id: str) -> int:
+        """Release every lock ``client_id`` holds in ``group`` (it left the group); how many."""
+        with self.lock:
+            held = self.table.get(group)
+            if not held:
+                return 0
+            mine = [mq for mq, (owner, _) in held.items() if owner == client_id]
+        self.unlock_batch(group, mine, client_id)
+        return len(mine)
 
     def is_locked(self, group: str, mq: MessageQueue, client_id: str) -> bool:
         entry = self.table.get(group, {}).get(mq)

@@ -122,3 +122,14 @@ def test_one_live_holder_per_queue(steps: list[tuple[str, str, set[int], int]]) 
             alive = held is not None and clock.now - held[1] <= 60_000
             assert live == ([held[0]] if alive and held else [])
         assert m._count == sum(len(v) for v in m.table.values())
+
+
+def test_unlock_client_releases_only_its_locks_in_the_group() -> None:
+    m, _ = make()
+    m.try_lock_batch("G", [mq(0), mq(1)], "c1")
+    m.try_lock_batch("G", [mq(2)], "c2")
+    m.try_lock_batch("G2", [mq(0)], "c1")
+    assert m.unlock_client("G", "c1") == 2
+    assert m.try_lock_batch("G", [mq(0), mq(1), mq(2)], "c3") == {mq(0), mq(1)}
+    assert m.is_locked("G2", mq(0), "c1")
+    assert m.unlock_client("nope", "c1") == 0

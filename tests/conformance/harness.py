@@ -453,6 +453,9 @@ class Conformance:
         complaints = self.client_complaints()
         assert not complaints, (f"the clients logged {len(complaints)} errors, e.g.\n"
                                 + "\n".join(complaints[:10]))
+        errors = [line for line in _lines(self.broker.log_path)
+                  if re.search(r"\b(ERROR|CRITICAL)\b|^Traceback", line)]
+        assert not errors, "the broker logged errors:\n" + self.broker.describe()
         return state
 
     def client_complaints(self) -> list[str]:

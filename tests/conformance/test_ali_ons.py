@@ -234,8 +234,9 @@ def test_send_to_a_topic_nobody_created(cx: Conformance) -> None:
     assert len(sent) == n, f"the producer reported {len(sent)} of {n} sends\n{p.describe()}"
     routed = remoting_admin.wait_for_route(cx.broker.namesrv_addr, topic)
     queues = remoting_admin.read_queue_count(routed)
-    assert queues == remoting_admin.write_queue_count(routed) == 4, routed
-    assert {e["queueId"] for e in sent} <= set(range(queues)), [e["queueId"] for e in sent]
+    assert queues == remoting_admin.write_queue_count(routed) == 4, (
+        f"route {routed} after sends to queues {[e['queueId'] for e in sent]}")
+    assert {e["queueId"] for e in sent} <= set(range(queues)), p.describe()
 
     c = cx.ons("consume", topic, group, "--consume-from", "FIRST", "--expect", str(n))
     received = received_of(c.finish(FINISH_S))

@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -34,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import orjson
@@ -74,14 +75,23 @@ class Template:
         return _PREFIX.pack(4 + hlen + len(self.body), hlen) + self.left + o + self.right + self.body
 
 
+OnReply = Callable[[int, dict[str, str], bytes], None]
+
+
 class LoadConnection(asyncio.Protocol):
-    """Pipelined requests on one connection; ``on_reply(opaque, code, ext, body)`` per response."""
+    """Pipelined requests on one connection, answered through callbacks (no task or future per
+    request): ``request(template, on_reply)`` queues a frame, and every frame queued while a read
+    is processed (the usual case: a reply's callback sends the next request) goes out in one
+    write when the read ends, as a broker's replies do. ``call`` is the awaitable form."""
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.buf = b""
-        self.waiters: dict[int, asyncio.Future[tuple[int, dict[str, str], bytes]]] = {}
+        self.callbacks: dict[int, OnReply] = {}
         self.next_opaque = 1
+        self.out: list[bytes] = []
+        self.in_read = False
+        self.flush_scheduled = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -93,34 +103,60 @@ class LoadConnection(asyncio.Protocol):
         buf = self.buf + data if self.buf else data
         pos, n = 0, len(buf)
         loads = orjson.loads
-        waiters = self.waiters
-        while n - pos >= 8:
-            length, hlen = _PREFIX.unpack_from(buf, pos)
-            end = pos + 4 + length
-            if end > n:
-                break
-            hlen &= 0xFFFFFF
-            header = loads(buf[pos + 8 : pos + 8 + hlen])
-            fut = waiters.pop(header["opaque"], None)
-            if fut is not None and not fut.done():
-                fut.set_result((header["code"], header.get("extFields") or {},
-                                buf[pos + 8 + hlen : end]))
-            pos = end
-        self.buf = buf[pos:]
+        callbacks = self.callbacks
+        self.in_read = True
+        try:
+            while n - pos >= 8:
+                length, hlen = _PREFIX.unpack_from(buf, pos)
+                end = pos + 4 + length
+                if end > n:
+                    break
+                hlen &= 0xFFFFFF
+                header = loads(buf[pos + 8 : pos + 8 + hlen])
+                pos_body = pos + 8 + hlen
+                pos = end
+                cb = callbacks.pop(header["opaque"], None)
+                if cb is not None:
+                    cb(header["code"], header.get("extFields") or {}, buf[pos_body:end])
+        finally:
+            self.in_read = False
+            self.buf = buf[pos:]
+        if self.out:
+            self.flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        for fut in self.waiters.values():
-            if not fut.done():
-                fut.set_exception(ConnectionError("connection lost"))
+        callbacks, self.callbacks = self.callbacks, {}
+        for cb in callbacks.values():
+            cb(-1, {}, b"")
 
-    def request(self, template: Template) -> asyncio.Future[tuple[int, dict[str, str], bytes]]:
+    def request(self, template: Template, on_reply: OnReply) -> None:
         opaque = self.next_opaque
         self.next_opaque = opaque + 1
-        fut = asyncio.get_running_loop().create_future()
-        self.waiters[opaque] = fut
-        assert self.transport is not None
-        self.transport.write(template.frame(opaque))
-        return fut
+        self.callbacks[opaque] = on_reply
+        self.out.append(template.frame(opaque))
+        if not self.in_read and not self.flush_scheduled:
+            self.flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush)
+
+    def flush(self) -> None:
+        self.flush_scheduled = False
+        out, self.out = self.out, []
+        if out and self.transport is not None and not self.transport.is_closing():
+            self.transport.write(b"".join(out))
+
+    async def call(self, template: Template) -> tuple[int, dict[str, str], bytes]:
+        fut: asyncio.Future[tuple[int, dict[str, str], bytes]] = (
+            asyncio.get_running_loop().create_future())
+
+        def done(code: int, ext: dict[str, str], body: bytes) -> None:
+            if not fut.done():
+                fut.set_result((code, ext, body))
+        self.request(template, done)
+        return await fut
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
 
 
 async def connect(addr: str) -> LoadConnection:
@@ -154,38 +190,51 @@ def send_template(topic: str, queue_id: int, body: bytes, batch: int = 0) -> Tem
 
 async def run_sends(addr: str, topics: list[str], queues: int, body: bytes, inflight: int,
                     seconds: float, batch: int = 0, conns: int = 1) -> dict[str, object]:
-    """Keep ``inflight`` requests outstanding (split over ``conns`` connections) for ``seconds``."""
+    """Keep ``inflight`` requests outstanding (split over ``conns`` connections) for ``seconds``:
+    each reply's callback sends the next request of its slot."""
     templates = [send_template(t, q, body, batch) for t in topics for q in range(queues)]
+    n_templates = len(templates)
     connections = [await connect(addr) for _ in range(conns)]
     per_msg = batch or 1
     lat: list[int] = []
     errors: dict[int, int] = {}
     sent = 0
-    stop_at = time.perf_counter() + seconds
+    live = inflight
+    done = asyncio.get_running_loop().create_future()
+    perf = time.perf_counter_ns
+    stop_ns = perf() + int(seconds * 1e9)
 
-    async def worker(conn: LoadConnection, k: int) -> None:
-        nonlocal sent
+    def slot(conn: LoadConnection, k: int) -> None:
         i = k
-        perf = time.perf_counter_ns
-        add_lat = lat.append
-        while time.perf_counter() < stop_at:
-            t = templates[i % len(templates)]
-            i += inflight
-            t0 = perf()
-            code, _, _ = await conn.request(t)
-            add_lat(perf() - t0)
+        t0 = perf()
+
+        def on_reply(code: int, ext: dict[str, str], body: bytes) -> None:
+            nonlocal i, t0, sent, live
+            now = perf()
+            lat.append(now - t0)
             if code:
                 errors[code] = errors.get(code, 0) + 1
             else:
                 sent += per_msg
+            if now < stop_ns and code >= 0:
+                i += inflight
+                t0 = now
+                conn.request(templates[i % n_templates], on_reply)
+                return
+            live -= 1
+            if live == 0 and not done.done():
+                done.set_result(None)
+
+        conn.request(templates[i % n_templates], on_reply)
 
     t0 = time.perf_counter()
-    await asyncio.gather(*(worker(connections[k % conns], k) for k in range(inflight)))
+    for k in range(inflight):
+        slot(connections[k % conns], k)
+    await done
     dt = time.perf_counter() - t0
     for c in connections:
-        assert c.transport is not None
-        c.transport.close()
-    return {"msgs_per_s": sent / dt, "requests": len(lat), "errors": errors,
+        c.close()
+    return {"msgs_per_s": sent / dt, "messages": sent, "requests": len(lat), "errors": errors,
             **percentiles(lat)}
 
 
@@ -196,19 +245,23 @@ async def run_rate(addr: str, topic: str, queues: int, body: bytes, rate: int,
     templates = [send_template(topic, q, body) for q in range(queues)]
     conn = await connect(addr)
     lat: list[int] = []
-    pending: set[asyncio.Future[object]] = set()
     interval_ns = 1_000_000_000 // rate
-    start = time.perf_counter_ns()
-    total = int(rate * seconds)
     perf = time.perf_counter_ns
+    start = perf()
+    total = int(rate * seconds)
     errors = 0
+    answered = 0
+    all_done = asyncio.get_running_loop().create_future()
 
-    def done(t_sched: int) -> object:
-        def cb(f: asyncio.Future[tuple[int, dict[str, str], bytes]]) -> None:
-            nonlocal errors
-            lat.append(perf() - t_sched)
-            if f.exception() is not None or f.result()[0]:
+    def reply_to(t_sent: int) -> OnReply:
+        def cb(code: int, ext: dict[str, str], body: bytes) -> None:
+            nonlocal errors, answered
+            lat.append(perf() - t_sent)
+            answered += 1
+            if code:
                 errors += 1
+            if answered == total and not all_done.done():
+                all_done.set_result(None)
         return cb
 
     for i in range(total):
@@ -216,25 +269,28 @@ async def run_rate(addr: str, topic: str, queues: int, body: bytes, rate: int,
         delay = (t_sched - perf()) / 1e9
         if delay > 0.0005:
             await asyncio.sleep(delay)
-        f = conn.request(templates[i % len(templates)])
-        f.add_done_callback(done(perf()))  # type: ignore[arg-type]
-        pending.add(f)  # type: ignore[arg-type]
-        f.add_done_callback(pending.discard)  # type: ignore[arg-type]
+        conn.request(templates[i % len(templates)], reply_to(perf()))
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(asyncio.gather(*pending), 10)
+        async with asyncio.timeout(10):
+            await all_done
     dt = (perf() - start) / 1e9
-    assert conn.transport is not None
-    conn.transport.close()
-    return {"rate": rate, "msgs_per_s": len(lat) / dt, "errors": errors, **percentiles(lat)}
+    conn.close()
+    return {"rate": rate, "msgs_per_s": len(lat) / dt, "messages": len(lat), "errors": errors,
+            **percentiles(lat)}
 
 
 async def run_consume(addr: str, topic: str, queues: int, per_queue: int, inflight: int,
                       max_msgs: int) -> dict[str, object]:
-    """Pull every queue of ``topic`` from offset 0 to its end; ``inflight`` pulls outstanding."""
+    """Pull every queue of ``topic`` from offset 0 to its end, one pull outstanding per queue (as
+    a push consumer does), over at most ``inflight`` queues at once."""
     conn = await connect(addr)
-    offsets = dict.fromkeys(range(queues), 0)
     got = 0
     lat: list[int] = []
+    errors: dict[int, int] = {}
+    perf = time.perf_counter_ns
+    live = min(inflight, queues)
+    done = asyncio.get_running_loop().create_future()
+    waiting = list(range(live, queues))
 
     def template(q: int, off: int) -> Template:
         h = PullMessageRequestHeader(
@@ -244,35 +300,36 @@ async def run_consume(addr: str, topic: str, queues: int, per_queue: int, inflig
         )
         return Template(RemotingCommand.request(11, h.to_ext()))
 
-    queue_ids = list(range(queues))
-    workers = min(inflight, queues)  # one pull per queue at a time, as a consumer does
+    def pull(q: int, off: int) -> None:
+        t0 = perf()
 
-    async def worker(k: int) -> None:
-        nonlocal got
-        perf = time.perf_counter_ns
-        while True:
-            live = [q for q in queue_ids[k::workers] if offsets[q] < per_queue]
-            if not live:
-                return
-            for q in live:
-                t0 = perf()
-                code, ext, _body = await conn.request(template(q, offsets[q]))
-                lat.append(perf() - t0)
-                if code == 0:
-                    nxt = int(ext["nextBeginOffset"])
-                    got += nxt - offsets[q]
-                    offsets[q] = nxt
-                elif code in (19, 20, 21):
-                    offsets[q] = int(ext.get("nextBeginOffset", offsets[q]))
-                    if code == 19:
-                        return
+        def on_reply(code: int, ext: dict[str, str], body: bytes) -> None:
+            nonlocal got, live
+            lat.append(perf() - t0)
+            nxt = int(ext.get("nextBeginOffset", off))
+            if code == 0:
+                got += nxt - off
+            elif code not in (19, 20, 21):
+                errors[code] = errors.get(code, 0) + 1
+            if code in (0, 20, 21) and nxt < per_queue:
+                pull(q, nxt)
+            elif waiting:
+                pull(waiting.pop(), 0)
+            else:
+                live -= 1
+                if live == 0 and not done.done():
+                    done.set_result(None)
+
+        conn.request(template(q, off), on_reply)
 
     t0 = time.perf_counter()
-    await asyncio.gather(*(worker(k) for k in range(workers)))
+    for q in range(live):
+        pull(q, 0)
+    await done
     dt = time.perf_counter() - t0
-    assert conn.transport is not None
-    conn.transport.close()
-    return {"msgs_per_s": got / dt, "messages": got, "pulls": len(lat), **percentiles(lat)}
+    conn.close()
+    return {"msgs_per_s": got / dt, "messages": got, "pulls": len(lat), "errors": errors,
+            **percentiles(lat)}
 
 
 # ------------------------------------------------------------------------------------ the broker
@@ -285,7 +342,7 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def broker_process(flush: str) -> Iterator[str]:
+def broker_process(flush: str) -> Iterator[tuple[str, int]]:
     base = Path(tempfile.mkdtemp(prefix="rocketlite-bench-", dir="."))
     ns, port = free_port(), free_port()
     proc = subprocess.Popen(
@@ -304,7 +361,7 @@ def broker_process(flush: str) -> Iterator[str]:
                 raise RuntimeError(f"broker exited with {proc.returncode}")
             if "rocketlite ready" in line:
                 break
-        yield f"127.0.0.1:{port}"
+        yield f"127.0.0.1:{port}", proc.pid
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -323,36 +380,77 @@ def fmt(name: str, r: dict[str, object]) -> str:
         lat = (f"  p50 {r['p50_ms']:.2f} ms  p99 {r['p99_ms']:.2f} ms  "
                f"p99.9 {r['p999_ms']:.2f} ms  max {r['max_ms']:.1f} ms")
     errs = f"  errors {r['errors']}" if r.get("errors") else ""
-    return f"{name:<44}{r['msgs_per_s']:>12,.0f} msgs/s{lat}{errs}"
+    cpu = f"  client {r['client_cpu_pct']:.0f}% {r['client_us_per_msg']:.1f} us/msg"
+    if "broker_cpu_pct" in r:
+        cpu += f"  broker {r['broker_cpu_pct']:.0f}% {r['broker_us_per_msg']:.1f} us/msg"
+    return f"{name:<44}{r['msgs_per_s']:>12,.0f} msgs/s{lat}{cpu}{errs}"
 
 
-async def scenario(args: argparse.Namespace, name: str, addr: str) -> dict[str, object]:
+class CpuMeter:
+    """CPU time (user + system) of the broker process, when the bench started it, and of this
+    client, over the timed part of a scenario: where the shared cores went, per message."""
+
+    def __init__(self, broker_pid: int | None) -> None:
+        self.pid = broker_pid
+        self.tick = os.sysconf("SC_CLK_TCK")
+        self.t0 = self._now()
+
+    def _broker_s(self) -> float | None:
+        if self.pid is None:
+            return None
+        try:
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / self.tick  # utime + stime
+
+    def _now(self) -> tuple[float | None, float, float]:
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        return self._broker_s(), ru.ru_utime + ru.ru_stime, time.perf_counter()
+
+    def result(self, messages: int) -> dict[str, float]:
+        b1, c1, w1 = self._now()
+        b0, c0, w0 = self.t0
+        out = {"client_cpu_pct": 100 * (c1 - c0) / (w1 - w0),
+               "client_us_per_msg": 1e6 * (c1 - c0) / max(messages, 1)}
+        if b0 is not None and b1 is not None:
+            out["broker_cpu_pct"] = 100 * (b1 - b0) / (w1 - w0)
+            out["broker_us_per_msg"] = 1e6 * (b1 - b0) / max(messages, 1)
+        return out
+
+
+async def scenario(args: argparse.Namespace, name: str, addr: str, pid: int | None
+                   ) -> dict[str, object]:
     body = os.urandom(args.size)
     topics = [f"BenchTopic{i}" for i in range(args.topics)]
     queues = 8
-    # Create the topics (auto-creation on first send) before timing.
-    await run_sends(addr, topics, queues, body, min(8, args.inflight), 0.2)
-    if name in ("send", "sync"):
-        return await run_sends(addr, topics, queues, body, args.inflight, args.seconds,
-                               conns=args.conns)
-    if name == "batch":
-        return await run_sends(addr, topics, queues, body, args.inflight, args.seconds,
-                               batch=args.batch, conns=args.conns)
-    if name == "latency":
-        return await run_rate(addr, topics[0], queues, body, args.rate, args.seconds)
+    # Create the topics (auto-creation on first send) and warm up before timing.
+    await run_sends(addr, topics, queues, body, min(8, args.inflight), 0.5)
     if name == "consume":
-        per_queue = args.preload // queues
+        per_queue = args.preload // queues // 250 * 250
+        conn = await connect(addr)
         for q in range(queues):
             t = send_template("BenchConsume", q, body, batch=250)
-            conn = await connect(addr)
             for _ in range(per_queue // 250):
-                code, _, _ = await conn.request(t)
+                code, _, _ = await conn.call(t)
                 assert code == 0, code
-            assert conn.transport is not None
-            conn.transport.close()
-        return await run_consume(addr, "BenchConsume", queues, per_queue // 250 * 250,
-                                 args.inflight, args.pull_batch)
-    raise ValueError(name)
+        conn.close()
+    cpu = CpuMeter(pid)
+    if name in ("send", "sync"):
+        r = await run_sends(addr, topics, queues, body, args.inflight, args.seconds,
+                            conns=args.conns)
+    elif name == "batch":
+        r = await run_sends(addr, topics, queues, body, args.inflight, args.seconds,
+                            batch=args.batch, conns=args.conns)
+    elif name == "latency":
+        r = await run_rate(addr, topics[0], queues, body, args.rate, args.seconds)
+    elif name == "consume":
+        r = await run_consume(addr, "BenchConsume", queues, per_queue, args.inflight,
+                              args.pull_batch)
+    else:
+        raise ValueError(name)
+    r.update(cpu.result(int(r["messages"])))  # type: ignore[call-overload]
+    return r
 
 
 def main() -> None:
@@ -390,8 +488,9 @@ def main() -> None:
         }[name]
         flush = "SYNC_FLUSH" if name == "sync" else "ASYNC_FLUSH"
         with contextlib.ExitStack() as stack:
-            addr = args.broker or stack.enter_context(broker_process(flush))
-            coro = scenario(args, name, addr)
+            addr, pid = ((args.broker, None) if args.broker
+                         else stack.enter_context(broker_process(flush)))
+            coro = scenario(args, name, addr, pid)
             r = uvloop.run(coro) if uvloop else asyncio.run(coro)
         results[name] = r
         print(fmt(label, r), flush=True)

@@ -240,10 +240,8 @@ class Connection(asyncio.Protocol):
         self._out = []
         if self.transport is None or self.transport.is_closing():
             return
-        if len(out) == 1:
-            self.transport.write(out[0])
-        else:
-            self.transport.writelines(out)
+        # One joined buffer: uvloop's writelines costs several times more per piece.
+        self.transport.write(out[0] if len(out) == 1 else b"".join(out))
 
     async def drain(self) -> None:
         """Wait while the transport's write buffer is above its high-water mark."""

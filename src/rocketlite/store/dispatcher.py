@@ -8,7 +8,14 @@ index entries for ``topic#key`` of every KEYS entry and of UNIQ_KEY. Runs of rec
 append described (``CommitLog.dispatch_hints``) are dispatched from the hint without re-parsing.
 Work goes in rounds of at most 4 MiB: at the end of a round every touched ConsumeQueue writes its
 buffered units (one ``pwrite`` each) and listeners hear ``(topic, queue_id, next_queue_offset)``
-for long polling. It rests 1 ms between idle rounds, or until woken.
+for long polling.
+
+Under ASYNC_FLUSH the store dispatches on the appending thread right after each append
+(``dispatch_inline``): with the GIL a second thread buys no parallelism, and handing every append
+to it costs a wake-up, GIL hand-offs that stall the event loop, and latency. The thread stays for
+what the appender leaves: a backlog (recovery, a round already in progress), SYNC_FLUSH (records
+become dispatchable when the group commit says so) and the transient store pool (when committed).
+It sleeps until woken, and wakes every ``IDLE_WAIT_S`` regardless.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from rocketlite.store.message import DispatchHint
 
 log = logging.getLogger(__name__)
 
-IDLE_WAIT_S = 0.001
+IDLE_WAIT_S = 0.1
 DISPATCH_ROUND_BYTES = 4 << 20
 _TAGS = b"TAGS\x01"
 _KEYS = b"KEYS\x01"
@@ -76,6 +83,7 @@ class Dispatcher:
 
     def _run(self) -> None:
         while not self._stop:
+            self._wake.clear()  # before looking: a wake-up that lands meanwhile is not lost
             try:
                 progressed = self.dispatch_available()
             except Exception:
@@ -83,7 +91,35 @@ class Dispatcher:
                 progressed = False
             if not progressed:
                 self._wake.wait(IDLE_WAIT_S)
-                self._wake.clear()
+
+    def dispatch_inline(self) -> None:
+        """Dispatch what was just appended, on the caller's thread, if that is one short round;
+        otherwise (the thread is in a round, or the backlog is large) wake the thread."""
+        if not self.lock.acquire(blocking=False):
+            self._wake.set()
+            return
+        try:
+            end = self.limit()
+            before = self.dispatch_from
+            if before >= end:
+                return
+            if end - before > DISPATCH_ROUND_BYTES:
+                self._wake.set()
+                return
+            self._round(end)
+        finally:
+            self.lock.release()
+
+    def _round(self, end: int) -> int:
+        """One round towards ``end`` (call holding ``lock``); returns where it stopped."""
+        try:
+            reached = self._dispatch_range(end)
+        finally:
+            self._end_round()
+        # Only now, with the round's units written: whoever sees ``dispatch_from`` move may read
+        # every queue up to it.
+        self.dispatch_from = reached
+        return reached
 
     def dispatch_available(self, limit: int | None = None) -> bool:
         """Dispatch every record below the limit; True if anything was dispatched."""
@@ -93,14 +129,7 @@ class Dispatcher:
             # Bounded rounds, so the flush thread can take the dirty set between them.
             with self.lock:
                 before = self.dispatch_from
-                try:
-                    reached = self._dispatch_range(min(end, before + DISPATCH_ROUND_BYTES))
-                finally:
-                    self._end_round()
-                # Only now, with the round's units written: whoever sees ``dispatch_from`` move
-                # may read every queue up to it.
-                self.dispatch_from = reached
-                if reached == before:
+                if self._round(min(end, before + DISPATCH_ROUND_BYTES)) == before:
                     break
             progressed = True
         return progressed

@@ -118,6 +118,9 @@ class MessageStore:
         self.recovery: RecoveryResult | None = None
         self._next_thorough_flush = 0.0
         self.running = False
+        # ASYNC_FLUSH without the transient pool: appended records are dispatchable at once, so
+        # the appender dispatches them itself (see Dispatcher.dispatch_inline).
+        self.inline_dispatch = not config.sync_flush and not config.transient_store_pool_enable
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -293,6 +296,8 @@ class MessageStore:
         fut: Future[None] | None = None
         if self.config.sync_flush and results:
             fut = self.flusher.request(results[-1].end_offset)
+        elif self.inline_dispatch:
+            self.dispatcher.dispatch_inline()
         else:
             self.dispatcher.wake()
         return PutResult(results, fut)
@@ -304,6 +309,8 @@ class MessageStore:
         fut: Future[None] | None = None
         if self.config.sync_flush:
             fut = self.flusher.request(result.end_offset)
+        elif self.inline_dispatch:
+            self.dispatcher.dispatch_inline()
         else:
             self.dispatcher.wake()
         return PutBatchResult(result, fut)

@@ -132,6 +132,7 @@ def test_dispatch_without_hints_parses_the_log(tmp_path: Path,
     store = MessageStore(small_config(tmp_path)).start()
     try:
         store.dispatcher.shutdown()  # let hints pile up past the bound
+        store.inline_dispatch = False
         for i in range(10):
             store.put_batch(batch("Hints", [b"%d-%d" % (i, j) for j in range(5)], ["TagA"] * 5))
         assert len(store.commitlog.dispatch_hints) == 2

@@ -1,4 +1,5 @@
-"""ConsumeQueue writes: the tail buffer, commits, segment ends, rewrites in place and gaps."""
+"""ConsumeQueue writes: the tail buffer, commits, segment ends, rewrites in place and gaps, and the
+bounded cache of write descriptors."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from rocketlite.formats.consume_queue_unit import CQ_UNIT, CQ_UNIT_SIZE
+from rocketlite.store import mapped_file
 from rocketlite.store.consume_queue import ConsumeQueue
 
 UNITS_PER_FILE = 20
@@ -87,3 +89,29 @@ def test_close_writes_what_is_pending(tmp_path: Path) -> None:
         assert q2.max_offset == 2 and q2.get_unit(1) == (2, 10, 0)
     finally:
         q2.close()
+
+
+def test_write_descriptors_are_bounded_and_least_recently_used_go_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = mapped_file.FdCache(capacity=3)
+    monkeypatch.setattr(mapped_file, "WRITE_FDS", cache)
+    queues = [ConsumeQueue("T", i, tmp_path / "T" / str(i), UNITS_PER_FILE * CQ_UNIT_SIZE)
+              for i in range(5)]
+    try:
+        for round_ in range(3):
+            for q in queues:
+                q.put(*unit(round_), round_)
+                q.commit()
+            assert len(cache) == 3
+        assert list(cache._fds) == [q.files.files[0].path for q in queues[2:]]
+        for q in queues:  # every write landed, whether its descriptor was cached or reopened
+            assert on_disk(q) == [unit(i) for i in range(3)]
+            assert [q.get_unit(i) for i in range(3)] == [unit(i) for i in range(3)]
+        queues[4].close()
+        assert len(cache) == 2  # closing a segment closes its cached descriptor
+    finally:
+        for q in queues:
+            q.close()
+        cache.clear()
+    assert len(cache) == 0

@@ -38,3 +38,31 @@ def test_a_corrupt_record_stops_dispatch_and_is_logged(
         assert s.max_offset_in_queue("TopicTest", 0) == 1
         assert any("wrong magic" in r.getMessage() for r in caplog.records)
         mf.mm[res[1].commit_log_offset + 4] ^= 0xFF
+
+
+def test_async_flush_appends_are_dispatched_on_the_appending_thread(tmp_path: Path) -> None:
+    with MessageStore(small_config(tmp_path)) as s:
+        assert s.inline_dispatch
+        s.dispatcher.shutdown()  # no thread: only the append itself can dispatch
+        s.put_messages([msg(queue_id=1), msg(queue_id=1)])
+        assert s.max_offset_in_queue("TopicTest", 1) == 2
+        assert s.dispatcher.dispatch_from == s.commitlog.max_offset
+
+
+def test_an_inline_dispatch_leaves_the_work_to_the_thread_when_it_holds_the_lock(
+    tmp_path: Path
+) -> None:
+    with MessageStore(small_config(tmp_path)) as s:
+        with s.dispatcher.lock:  # the thread is in a round (or the flusher takes the dirty set)
+            s.put_messages([msg()])
+            assert s.max_offset_in_queue("TopicTest", 0) == 0
+        wait_dispatched(s)  # ... and the thread, woken, dispatches it
+        assert s.max_offset_in_queue("TopicTest", 0) == 1
+
+
+def test_sync_flush_appends_are_dispatched_after_the_group_commit(tmp_path: Path) -> None:
+    with MessageStore(small_config(tmp_path, flushDiskType="SYNC_FLUSH")) as s:
+        assert not s.inline_dispatch
+        s.put_messages_sync([msg()])
+        wait_dispatched(s)
+        assert s.max_offset_in_queue("TopicTest", 0) == 1

@@ -16,6 +16,7 @@ from brokerhelp import decode_records as records
 from brokerhelp import free_port
 from rocketlite.broker.broker import Broker
 from rocketlite.broker.config import BrokerConfig
+from rocketlite.common.errors import ProtocolError
 from rocketlite.formats.message_id import decode_message_id
 from rocketlite.formats.properties import encode_properties
 from rocketlite.namesrv.server import NameServer
@@ -35,8 +36,8 @@ from rocketlite.protocol.bodies import (
     TopicRouteData,
     UnlockBatchRequestBody,
 )
-from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand
+from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode, SerializeType
+from rocketlite.protocol.command import FrameDecoder, RemotingCommand
 from rocketlite.protocol.headers import (
     CreateTopicRequestHeader,
     PullMessageRequestHeader,
@@ -227,6 +228,48 @@ async def test_every_send_form_answers_ids_of_the_stored_records(env: Env) -> No
         assert (m.topic, m.body, m.queue_offset) == ("SendTopic", body, queue_offset)
         assert m.store_port == env.broker.port
     assert env.broker.stats.put_messages == 9
+
+
+async def test_oneway_sends_are_stored_and_never_answered(env: Env) -> None:
+    def frame(i: int, oneway: bool) -> bytes:
+        h = SendMessageRequestHeader(
+            producerGroup="PG", topic="OnewayTopic", defaultTopic="TBW102",
+            defaultTopicQueueNums=4, queueId=0, sysFlag=0,
+            bornTimestamp=int(time.time() * 1000), flag=0, properties="")
+        cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, h.to_v2_ext(), b"o%d" % i,
+                                      oneway=oneway)
+        cmd.opaque = 100 + i
+        return cmd.encode()
+
+    reader, writer = await asyncio.open_connection("127.0.0.1", env.broker.port)
+    try:  # five oneway sends, then a two-way one: its reply must be the only frame back
+        writer.write(b"".join(frame(i, oneway=True) for i in range(5)) + frame(5, oneway=False))
+        decoder = FrameDecoder()
+        got: list[RemotingCommand | ProtocolError] = []
+        async with asyncio.timeout(TIMEOUT):
+            while not got:
+                got += decoder.feed(await reader.read(65536))
+        await asyncio.sleep(0.05)  # a stray reply would have followed by now
+        assert not reader.at_eof() and decoder.buffered == 0
+    finally:
+        writer.close()
+    assert len(got) == 1 and isinstance(got[0], RemotingCommand)
+    assert (got[0].opaque, got[0].code, got[0].ext_fields["queueOffset"]) == (105, RC.SUCCESS, "5")
+    assert env.broker.store.max_offset_in_queue("OnewayTopic", 0) == 6
+
+
+async def test_sends_in_the_binary_header_are_answered_in_it(env: Env) -> None:
+    h = SendMessageRequestHeader(
+        producerGroup="PG", topic="BinTopic", defaultTopic="TBW102", defaultTopicQueueNums=4,
+        queueId=1, sysFlag=0, bornTimestamp=int(time.time() * 1000), flag=0, properties="")
+    cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, h.to_v2_ext(), b"bin")
+    cmd.serialize_type = SerializeType.ROCKETMQ
+    r = await env.client.invoke(env.addr, cmd, TIMEOUT)
+    assert r.code == RC.SUCCESS, r.remark
+    assert r.serialize_type == SerializeType.ROCKETMQ
+    assert (r.ext_fields["queueId"], r.ext_fields["queueOffset"]) == ("1", "0")
+    m = env.broker.store.look_message(decode_message_id(r.ext_fields["msgId"])[2])
+    assert m is not None and (m.topic, m.body) == ("BinTopic", b"bin")
 
 
 async def test_auto_created_topic_reaches_the_namesrv_route(env: Env) -> None:

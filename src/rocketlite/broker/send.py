@@ -34,10 +34,11 @@ from rocketlite.common.errors import (
 )
 from rocketlite.formats.message_id import encode_message_id
 from rocketlite.protocol.bodies import TopicConfig
-from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.codes import RPC_ONEWAY, RequestCode, ResponseCode, SerializeType
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.headers import SendMessageRequestHeader
 from rocketlite.protocol.message_batch import decode_batch
+from rocketlite.protocol.replies import SendOkFrames
 from rocketlite.remoting.connection import Connection
 from rocketlite.store.message import MessageBatch, MessageToStore
 
@@ -48,8 +49,15 @@ log = logging.getLogger(__name__)
 
 MAX_BATCH_MESSAGES = 100_000
 REGION = "DefaultRegion"
+_JSON = int(SerializeType.JSON)
 
 Reply = RemotingCommand | Awaitable[RemotingCommand | None] | None
+
+
+def _answer(conn: Connection, cmd: RemotingCommand, code: int, remark: str) -> None:
+    """An error reply, unless the request was oneway (nobody waits for it)."""
+    if not cmd.flag & RPC_ONEWAY:
+        conn.send(cmd.response(code, remark))
 
 
 class SendProcessor:
@@ -68,6 +76,7 @@ class SendProcessor:
     def refresh_store_address(self) -> None:
         cl = self.store.commitlog
         self._store_host, self._store_port = cl.store_host, cl.store_port
+        self._ok_frames = SendOkFrames(cl.store_host, cl.store_port, REGION, trace_on=True)
 
     def register(self) -> None:
         server = self.broker.server
@@ -156,23 +165,31 @@ class SendProcessor:
             return
         except (DiskFullError, FlushError, StoreClosedError) as e:
             for conn, cmd, _ in pending:
-                conn.send(cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, str(e)))
+                _answer(conn, cmd, ResponseCode.SERVICE_NOT_AVAILABLE, str(e))
             return
         except Exception as e:
             log.exception("appending %d messages failed", len(pending))
             for conn, cmd, _ in pending:
-                conn.send(cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}"))
+                _answer(conn, cmd, ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
             return
         self.stats.put_messages += len(pending)
         make = self._reply
-        replies = [
-            (conn, make(cmd, msg.queue_id, r.commit_log_offset, r.queue_offset))
-            for (conn, cmd, msg), r in zip(pending, put.results, strict=True)
-        ]
         if put.flushed is None or (put.flushed.done() and put.flushed.exception() is None):
-            for conn, reply in replies:
-                conn.send(reply)
+            ok = self._ok_frames.frame
+            for (conn, cmd, msg), r in zip(pending, put.results, strict=True):
+                if cmd.flag & RPC_ONEWAY:
+                    continue
+                if cmd.serialize_type == _JSON:
+                    conn.send_frame(ok(cmd.opaque, msg.queue_id, r.commit_log_offset,
+                                       r.queue_offset))
+                else:
+                    conn.send(make(cmd, msg.queue_id, r.commit_log_offset, r.queue_offset))
         else:
+            replies = [
+                (conn, make(cmd, msg.queue_id, r.commit_log_offset, r.queue_offset))
+                for (conn, cmd, msg), r in zip(pending, put.results, strict=True)
+                if not cmd.flag & RPC_ONEWAY
+            ]
             task = asyncio.ensure_future(self._send_after_flush(replies, put.flushed))
             self._flush_tasks.add(task)
             task.add_done_callback(self._flush_tasks.discard)
@@ -181,12 +198,14 @@ class SendProcessor:
         try:
             put = self.store.put_messages((msg,))
         except MessageIllegalError as e:
-            conn.send(cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e)))
+            _answer(conn, cmd, ResponseCode.MESSAGE_ILLEGAL, str(e))
             return
         except (DiskFullError, FlushError, StoreClosedError) as e:
-            conn.send(cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, str(e)))
+            _answer(conn, cmd, ResponseCode.SERVICE_NOT_AVAILABLE, str(e))
             return
         self.stats.put_messages += 1
+        if cmd.flag & RPC_ONEWAY:
+            return
         r = put.results[0]
         reply = self._reply(cmd, msg.queue_id, r.commit_log_offset, r.queue_offset)
         if put.flushed is None:
@@ -229,8 +248,7 @@ class SendProcessor:
         ))
         res = put.result
         self.stats.put_messages += len(res)
-        host, port = self._store_host, self._store_port
-        ids = ",".join([encode_message_id(host, port, off) for off in res.offsets])
+        ids = self._ok_frames.message_ids(res.offsets)
         reply = self._reply(cmd, queue_id, 0, res.queue_offset, ids)
         return self._after_flush(cmd, reply, put.flushed)
 

@@ -232,6 +232,15 @@ class Connection(asyncio.Protocol):
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush_out)
 
+    def send_frame(self, frame: bytes) -> None:
+        """Write an already encoded frame (length field included), coalesced like ``send``."""
+        if not self.is_open:
+            return
+        self._out.append(frame)
+        if not self._in_read and not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush_out)
+
     def _flush_out(self) -> None:
         self._flush_scheduled = False
         out = self._out

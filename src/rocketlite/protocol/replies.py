@@ -1,0 +1,57 @@
+"""Pre-encoded frames for the hottest reply: a successful single send (SEND_MESSAGE,
+SEND_MESSAGE_V2) to a request with a JSON header.
+
+The bytes are exactly those of ``RemotingCommand.response(SUCCESS, None, ext).encode()`` with the
+send reply's ext fields (a test holds them equal): the frame prefix, then
+
+    {"code":0,"extFields":{"msgId":"<32 hex>","queueId":"<n>","queueOffset":"<n>",
+     "MSG_REGION":"<region>","TRACE_ON":"<true|false>"},"flag":1,"language":"JAVA",
+     "opaque":<n>,"serializeTypeCurrentRPC":"JSON","version":<CURRENT_VERSION>}
+
+built with one ``%`` format instead of a dict, ``orjson.dumps`` and a message id encode
+(about 0.6 us instead of 3.5 us per reply here).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+
+import orjson
+
+from rocketlite.protocol.codes import CURRENT_VERSION, RPC_TYPE_RESPONSE
+from rocketlite.protocol.command import FRAME_PREFIX, RESPONSE_LANGUAGE
+
+_PORT = struct.Struct(">i")
+
+
+def _json_str(s: str) -> bytes:
+    """``s`` as a JSON string literal, escaped as orjson escapes it; % doubled for the format."""
+    return orjson.dumps(s).replace(b"%", b"%%")
+
+
+class SendOkFrames:
+    """Success replies of one store (its host and port make the message ids)."""
+
+    def __init__(self, store_host: bytes, store_port: int, region: str, trace_on: bool) -> None:
+        # encode_message_id: (host + port + offset).hex().upper(); host and port never change.
+        id_prefix = (store_host + _PORT.pack(store_port)).hex().upper().encode()
+        self._id_format = id_prefix.decode() + "%016X"
+        self._format = (
+            b'{"code":0,"extFields":{"msgId":"' + id_prefix + b'%016X","queueId":"%d",'
+            b'"queueOffset":"%d","MSG_REGION":' + _json_str(region)
+            + b',"TRACE_ON":' + (b'"true"' if trace_on else b'"false"')
+            + b'},"flag":' + str(RPC_TYPE_RESPONSE).encode()
+            + b',"language":' + _json_str(RESPONSE_LANGUAGE)
+            + b',"opaque":%d,"serializeTypeCurrentRPC":"JSON","version":'
+            + str(CURRENT_VERSION).encode() + b"}"
+        )
+
+    def message_ids(self, commit_log_offsets: Iterable[int]) -> str:
+        """The comma-separated ids of a batch reply (one C-level pass over the offsets)."""
+        return ",".join(map(self._id_format.__mod__, commit_log_offsets))
+
+    def frame(self, opaque: int, queue_id: int, commit_log_offset: int, queue_offset: int) -> bytes:
+        header = self._format % (commit_log_offset, queue_id, queue_offset, opaque)
+        n = len(header)
+        return FRAME_PREFIX.pack(n + 4, n) + header

@@ -158,3 +158,35 @@ def test_flipped_byte_decodes_or_raises_body_error(at: int, value: int) -> None:
     data[at] = value
     with contextlib.suppress(BodyError):
         decode_batch(bytes(data))
+
+
+# ------------------------------------------------------------------ equal-shaped batches (fast path)
+
+
+@given(
+    n=st.integers(1, 40), blen=st.integers(0, 64), props=st.sampled_from([b"", b"TAGS\x01a\x02"]),
+    flags=st.lists(st.integers(-(2**31), 2**31 - 1), min_size=40, max_size=40),
+    data=st.data(),
+)
+def test_equal_shaped_batches_decode_in_one_pass(
+    n: int, blen: int, props: bytes, flags: list[int], data: st.DataObject
+) -> None:
+    bodies = [data.draw(st.binary(min_size=blen, max_size=blen)) for _ in range(n)]
+    encoded = encode_batch(bodies, [props] * n, flags[:n])
+    assert mb._decode_uniform(encoded, None) == (bodies, [props] * n, flags[:n])
+    assert decode_batch(encoded) == (bodies, [props] * n, flags[:n])
+    assert mb._decode_uniform(encoded, n - 1) is None  # over the limit: the walk says so
+    with pytest.raises(BodyError, match="limit"):
+        decode_batch(encoded, max_count=n - 1)
+
+
+def test_a_batch_that_only_looks_equal_shaped_is_walked() -> None:
+    a, b = encode_message(b"xxxx", b"P\x01vw\x02"), encode_message(b"yyyyyyy", b"P\x01")
+    assert len(a) == len(b)  # same TOTALSIZE, other body and properties lengths
+    assert mb._decode_uniform(a + b, None) is None
+    assert decode_batch(a + b) == ([b"xxxx", b"yyyyyyy"], [b"P\x01vw\x02", b"P\x01"], [0, 0])
+    bad = bytearray(a + a)
+    struct.pack_into(">i", bad, len(a), len(a) + 1)  # the second entry's TOTALSIZE disagrees
+    assert mb._decode_uniform(bytes(bad), None) is None
+    with pytest.raises(BodyError, match="TOTALSIZE"):
+        decode_batch(bytes(bad))

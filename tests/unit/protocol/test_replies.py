@@ -45,7 +45,16 @@ def test_send_ok_frame_equals_the_generic_encoding(
 
 
 @given(host=HOSTS, port=st.integers(0, 65535),
-       offsets=st.lists(st.integers(0, 2**63 - 1), max_size=20))
+       offsets=st.lists(st.integers(0, 2**63 - 1), max_size=1100))
 def test_batch_message_ids(host: bytes, port: int, offsets: list[int]) -> None:
     ids = SendOkFrames(host, port, "R", True).message_ids(offsets)
     assert ids == ",".join(encode_message_id(host, port, off) for off in offsets)
+
+
+def test_batch_message_ids_of_a_large_batch() -> None:
+    host = b"\x0a\x00\x00\x01"
+    offsets = list(range(0, 3000 * 97, 97))  # more ids than the Struct cache keeps
+    frames = SendOkFrames(host, 10911, "R", True)
+    for _ in range(2):
+        assert frames.message_ids(offsets) == ",".join(
+            encode_message_id(host, 10911, off) for off in offsets)

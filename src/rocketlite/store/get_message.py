@@ -26,6 +26,7 @@ from rocketlite.store.commitlog import CommitLog
 from rocketlite.store.consume_queue import ConsumeQueue
 
 MAX_FILTER_SCAN_BYTES = 16_000  # RocketMQ's maxFilterMessageCount, in ConsumeQueue bytes
+FILTER_CHUNK_UNITS = 256  # units read at a time once a tag filter or a deleted head skips some
 
 
 class GetMessageStatus(Enum):
@@ -93,7 +94,12 @@ def get_message(
     removing = False
     filtered = False
     while scanned < scan_max and len(result.messages) < max_count and next_offset < hi:
-        units = cq.get_units(next_offset, min(scan_max - scanned, hi - next_offset))
+        # Units in chunks: max_count of them while every unit is taken (unpacking the whole
+        # scan window for a pull of 32 was most of its cost), wider once a filter skips some.
+        want = max_count - len(result.messages)
+        if filtered or removing:
+            want = max(want, FILTER_CHUNK_UNITS)
+        units = cq.get_units(next_offset, min(want, scan_max - scanned, hi - next_offset))
         if not units:
             break
         for phys, size, tag in units:

@@ -74,6 +74,28 @@ def test_get_message_statuses(store: MessageStore) -> None:
     assert none.status is st.NO_MATCHED_MESSAGE and none.next_begin_offset == 3
 
 
+def test_filtered_pulls_read_units_in_chunks_and_find_every_match(store: MessageStore) -> None:
+    # 1,000 messages, every 97th tagged B: a filtered pull skips runs of non-matching units,
+    # longer than the first chunk (max_count units), within the scan window of 800 units.
+    store.put_messages_sync([msg(tags="B" if i % 97 == 0 else "A", body=b"%d" % i)
+                             for i in range(1000)])
+    wait_dispatched(store)
+    is_b = tags_code("B").__eq__
+    got: list[int] = []
+    offset = 0
+    for _ in range(100):
+        r = store.get_message("TopicTest", 0, offset, max_count=4, tag_filter=is_b)
+        got += r.queue_offsets
+        assert all(rec.decode_record(m).body == b"%d" % q  # type: ignore[union-attr]
+                   for m, q in zip(r.messages, r.queue_offsets, strict=True))
+        offset = r.next_begin_offset
+        if offset >= 1000:
+            break
+    assert got == list(range(0, 1000, 97))
+    plain = store.get_message("TopicTest", 0, 5, max_count=32)
+    assert plain.queue_offsets == list(range(5, 37)) and plain.next_begin_offset == 37
+
+
 def test_tag_codes_in_consume_queue(store: MessageStore) -> None:
     store.put_messages_sync([msg(tags="TagA"), msg(tags=None)])
     wait_dispatched(store)

@@ -32,7 +32,7 @@ from rocketlite.formats.properties import find_property
 from rocketlite.store.commitlog import CommitLog
 from rocketlite.store.consume_queue import ConsumeQueue
 from rocketlite.store.index_service import IndexService
-from rocketlite.store.message import DispatchHint
+from rocketlite.store.message import DispatchHint, RecordsHint
 
 log = logging.getLogger(__name__)
 
@@ -106,14 +106,15 @@ class Dispatcher:
             if end - before > DISPATCH_ROUND_BYTES:
                 self._wake.set()
                 return
-            self._round(end)
+            self._round(end, end)
         finally:
             self.lock.release()
 
-    def _round(self, end: int) -> int:
-        """One round towards ``end`` (call holding ``lock``); returns where it stopped."""
+    def _round(self, end: int, readable: int) -> int:
+        """One round towards ``end`` (call holding ``lock``); returns where it stopped.
+        ``readable`` is the dispatch limit: a hinted run may end past ``end`` but not past it."""
         try:
-            reached = self._dispatch_range(end)
+            reached = self._dispatch_range(end, readable)
         finally:
             self._end_round()
         # Only now, with the round's units written: whoever sees ``dispatch_from`` move may read
@@ -129,7 +130,7 @@ class Dispatcher:
             # Bounded rounds, so the flush thread can take the dirty set between them.
             with self.lock:
                 before = self.dispatch_from
-                if self._round(min(end, before + DISPATCH_ROUND_BYTES)) == before:
+                if self._round(min(end, before + DISPATCH_ROUND_BYTES), end) == before:
                     break
             progressed = True
         return progressed
@@ -147,7 +148,7 @@ class Dispatcher:
             for cq, next_offset in touched.items():
                 fn(cq.topic, cq.queue_id, next_offset)
 
-    def _dispatch_range(self, end: int) -> int:
+    def _dispatch_range(self, end: int, readable: int) -> int:
         """Dispatch from ``dispatch_from`` towards ``end``; return where it stopped."""
         cl = self.commitlog
         hints = cl.dispatch_hints
@@ -161,9 +162,13 @@ class Dispatcher:
             if hints:
                 h = hints[0]
                 if h.start == start:
-                    if h.end > end:
+                    if h.end > readable:
                         break  # not yet flushed (SYNC_FLUSH) or committed (transient pool)
-                    self._dispatch_hint(h)
+                    # (a run may end past this round's ``end``: the round is that much longer)
+                    if isinstance(h, RecordsHint):
+                        self._dispatch_records(h)
+                    else:
+                        self._dispatch_hint(h)
                     hints.popleft()
                     start = h.end
                     continue
@@ -202,6 +207,27 @@ class Dispatcher:
                 for i, p in enumerate(props):
                     if _KEYS in p or _UNIQ in p:
                         self._index_keys(self.index, h.topic, p, h.offsets[i], h.store_timestamp)
+
+    def _dispatch_records(self, h: RecordsHint) -> None:
+        """Dispatch the records a single-message append described: what ``_dispatch_segment``
+        does per record, minus reading and parsing it."""
+        index = self.index
+        cq_of = self.consume_queue  # the store's table: a dict lookup for a known queue
+        touched = self._touched
+        no_queue = (rec.SYSFLAG_TRANSACTION_PREPARED, rec.SYSFLAG_TRANSACTION_ROLLBACK)
+        txn_mask = rec.SYSFLAG_TRANSACTION_MASK
+        store_ts = h.store_timestamp
+        for topic, qid, qoff, phys, size, props, sys_flag in h.records:
+            if sys_flag & txn_mask in no_queue:
+                if index is None or sys_flag & txn_mask == rec.SYSFLAG_TRANSACTION_ROLLBACK:
+                    continue
+            else:
+                cq = cq_of(topic, qid)
+                cq.put(phys, size, tags_code(find_property(props, _TAGS)) if props else 0, qoff)
+                touched[cq] = qoff + 1
+            if index is not None and (_KEYS in props or _UNIQ in props):
+                self._index_keys(index, topic, props, phys, store_ts)
+        self.last_store_timestamp = store_ts
 
     @staticmethod
     def _index_keys(index: IndexService, topic: str, props: bytes, phys: int, store_ts: int) -> None:

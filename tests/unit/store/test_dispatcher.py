@@ -7,7 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from rocketlite.formats import message_record as rec
+from rocketlite.formats.properties import encode_properties
+from rocketlite.store import commitlog as commitlog_mod
 from rocketlite.store import dispatcher
+from rocketlite.store.message import MessageToStore
 from rocketlite.store.message_store import MessageStore
 from storehelp import msg, small_config, wait_dispatched
 
@@ -30,6 +34,7 @@ def test_a_corrupt_record_stops_dispatch_and_is_logged(
     with MessageStore(small_config(tmp_path)) as s:
         s.dispatcher.shutdown()
         res = s.commitlog.append([msg(), msg(), msg()])
+        s.commitlog.dispatch_hints.clear()  # parse the log, as recovery does
         mf = s.commitlog.files.files[0]
         mf.mm[res[1].commit_log_offset + 4] ^= 0xFF  # wrong magic code in the second record
         caplog.set_level(logging.ERROR)
@@ -66,3 +71,35 @@ def test_sync_flush_appends_are_dispatched_after_the_group_commit(tmp_path: Path
         s.put_messages_sync([msg()])
         wait_dispatched(s)
         assert s.max_offset_in_queue("TopicTest", 0) == 1
+
+
+@pytest.mark.parametrize("sync", [False, True])
+def test_single_appends_dispatch_the_same_from_hints_as_from_the_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sync: bool
+) -> None:
+    """Hints left by single-message appends (any topics and queues, segment rolls, transaction
+    flags, keys) give the ConsumeQueues and index that parsing the same records gives."""
+    flags = [0, rec.SYSFLAG_TRANSACTION_PREPARED, rec.SYSFLAG_TRANSACTION_COMMIT,
+             rec.SYSFLAG_TRANSACTION_ROLLBACK]
+    batches = [[MessageToStore(
+        topic=f"T{i % 3}", body=b"m%d-%d" % (b, i) * (1 + i % 5), queue_id=i % 4,
+        properties=encode_properties({k: v for k, v in {
+            "TAGS": "ABC"[i % 3] if i % 4 else "", "KEYS": f"k{i % 7} x{b}" if i % 2 else "",
+            "UNIQ_KEY": f"U{b}-{i}" if i % 3 == 0 else ""}.items() if v}),
+        sys_flag=flags[i % 4] if i % 5 == 0 else 0, born_timestamp=1,
+    ) for i in range(23)] for b in range(12)]  # ~12 KiB: the 8 KiB segments roll
+
+    def run(root: Path, hints: bool) -> tuple[list[object], list[object]]:
+        monkeypatch.setattr(commitlog_mod, "DISPATCH_HINTS_MAX", 4096 if hints else 0)
+        extra = {"flushDiskType": "SYNC_FLUSH"} if sync else {}
+        with MessageStore(small_config(root, **extra), clock=lambda: 1_700_000_000_000) as s:
+            for b in batches:
+                s.put_messages_sync(b)
+            wait_dispatched(s)
+            assert not s.commitlog.dispatch_hints
+            units = [(t, q, cq.get_units(0, 1000)) for (t, q), cq in sorted(s.queues.items())]
+            found = [sorted(m.body for m in s.query_message(f"T{t}", key, max_num=100))
+                     for t in range(3) for key in ["k1", "k4", "x3", "U5-0", "U0-3"]]
+        return units, found
+
+    assert run(tmp_path / "hinted", True) == run(tmp_path / "parsed", False)

@@ -16,7 +16,7 @@ from brokerhelp import decode_records as records
 from brokerhelp import free_port
 from rocketlite.broker.broker import Broker
 from rocketlite.broker.config import BrokerConfig
-from rocketlite.common.errors import ProtocolError
+from rocketlite.common.errors import FlushError, ProtocolError
 from rocketlite.formats.message_id import decode_message_id
 from rocketlite.formats.properties import encode_properties
 from rocketlite.namesrv.server import NameServer
@@ -678,6 +678,42 @@ async def test_sync_flush_send_answers_after_the_flush(tmp_path: Path) -> None:
         r = await env.send("SF", encode_batch([b"x", b"y"]), code=RequestCode.SEND_BATCH_MESSAGE)
         assert r.code == RC.SUCCESS
         assert cl.flushed_offset == cl.max_offset
+
+
+@pytest.mark.parametrize("failure", ["slow", "broken"])
+async def test_sync_flush_that_is_late_or_fails_is_answered_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failure: str
+) -> None:
+    """A group commit slower than syncFlushTimeout answers FLUSH_DISK_TIMEOUT with the ids (the
+    message is stored); a failing one answers SERVICE_NOT_AVAILABLE: single sends and batches."""
+    async with running(tmp_path, flushDiskType="SYNC_FLUSH", syncFlushTimeout="200") as env:
+        files = env.broker.store.commitlog.files
+        real_flush = files.flush
+
+        def flush() -> int:
+            if failure == "slow":
+                time.sleep(0.6)
+                return real_flush()
+            raise FlushError("disk on fire")
+
+        monkeypatch.setattr(files, "flush", flush)
+        replies = await asyncio.gather(
+            *(env.send("SlowDisk", b"s%d" % i) for i in range(3)),
+            env.send("SlowDisk", encode_batch([b"x", b"y"]), code=RequestCode.SEND_BATCH_MESSAGE))
+        for r in replies:
+            if failure == "slow":
+                assert r.code == RC.FLUSH_DISK_TIMEOUT, r.remark
+                assert "not flushed within 0.2 s" in (r.remark or "")
+                for msg_id in r.ext_fields["msgId"].split(","):
+                    assert env.broker.store.look_message(decode_message_id(msg_id)[2]) is not None
+            else:
+                assert r.code == RC.SERVICE_NOT_AVAILABLE, r.remark
+                assert "disk on fire" in (r.remark or "") and not r.ext_fields
+        monkeypatch.setattr(files, "flush", real_flush)
+        cl = env.broker.store.commitlog
+        await eventually(lambda: cl.flushed_offset >= cl.max_offset)  # the slow one finished
+        r = await env.send("SlowDisk", b"after")
+        assert r.code == RC.SUCCESS, r.remark
 
 
 async def test_offsets_topics_and_messages_survive_a_restart(tmp_path: Path) -> None:

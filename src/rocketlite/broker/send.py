@@ -52,6 +52,7 @@ REGION = "DefaultRegion"
 _JSON = int(SerializeType.JSON)
 
 Reply = RemotingCommand | Awaitable[RemotingCommand | None] | None
+Held = tuple[Connection, RemotingCommand, int, int, int]  # conn, request, queue id, offsets
 
 
 def _answer(conn: Connection, cmd: RemotingCommand, code: int, remark: str) -> None:
@@ -70,7 +71,6 @@ class SendProcessor:
         self.stats = broker.stats
         self._pending: list[tuple[Connection, RemotingCommand, MessageToStore]] = []
         self._scheduled = False
-        self._flush_tasks: set[asyncio.Future[None]] = set()
         self.refresh_store_address()
 
     def refresh_store_address(self) -> None:
@@ -185,14 +185,11 @@ class SendProcessor:
                 else:
                     conn.send(make(cmd, msg.queue_id, r.commit_log_offset, r.queue_offset))
         else:
-            replies = [
-                (conn, make(cmd, msg.queue_id, r.commit_log_offset, r.queue_offset))
+            self._hold_until_flushed([
+                (conn, cmd, msg.queue_id, r.commit_log_offset, r.queue_offset)
                 for (conn, cmd, msg), r in zip(pending, put.results, strict=True)
                 if not cmd.flag & RPC_ONEWAY
-            ]
-            task = asyncio.ensure_future(self._send_after_flush(replies, put.flushed))
-            self._flush_tasks.add(task)
-            task.add_done_callback(self._flush_tasks.discard)
+            ], put.flushed)
 
     def _append_alone(self, conn: Connection, cmd: RemotingCommand, msg: MessageToStore) -> None:
         try:
@@ -207,13 +204,11 @@ class SendProcessor:
         if cmd.flag & RPC_ONEWAY:
             return
         r = put.results[0]
-        reply = self._reply(cmd, msg.queue_id, r.commit_log_offset, r.queue_offset)
         if put.flushed is None:
-            conn.send(reply)
+            conn.send(self._reply(cmd, msg.queue_id, r.commit_log_offset, r.queue_offset))
         else:
-            task = asyncio.ensure_future(self._send_after_flush([(conn, reply)], put.flushed))
-            self._flush_tasks.add(task)
-            task.add_done_callback(self._flush_tasks.discard)
+            self._hold_until_flushed(
+                [(conn, cmd, msg.queue_id, r.commit_log_offset, r.queue_offset)], put.flushed)
 
     def _reply(self, cmd: RemotingCommand, queue_id: int, commit_log_offset: int,
                queue_offset: int, msg_id: str | None = None) -> RemotingCommand:
@@ -226,12 +221,35 @@ class SendProcessor:
             "TRACE_ON": "true",
         })
 
-    async def _send_after_flush(self, replies: list[tuple[Connection, RemotingCommand]],
-                                flushed: Future[None]) -> None:
-        cmds = [r for _, r in replies]
-        out = await self._wait_flush(cmds, flushed)
-        for (conn, _), reply in zip(replies, out, strict=True):
-            conn.send(reply)
+    def _hold_until_flushed(self, held: list[Held], flushed: Future[None]) -> None:
+        """Answer ``held`` sends once the group commit covering them completes (no task: the
+        flush thread's callback hops to the loop); after ``syncFlushTimeout`` answer them
+        FLUSH_DISK_TIMEOUT, as ``_wait_flush`` does."""
+        loop = asyncio.get_running_loop()
+        answered = False
+
+        def answer(fut: Future[None] | None) -> None:
+            nonlocal answered
+            if answered:
+                return
+            answered = True
+            timer.cancel()
+            err = None if fut is None else fut.exception()
+            if fut is not None and err is None:
+                ok = self._ok_frames.frame
+                for conn, cmd, queue_id, offset, queue_offset in held:
+                    if cmd.serialize_type == _JSON:
+                        conn.send_frame(ok(cmd.opaque, queue_id, offset, queue_offset))
+                    else:
+                        conn.send(self._reply(cmd, queue_id, offset, queue_offset))
+                return
+            for conn, cmd, queue_id, offset, queue_offset in held:
+                reply = self._reply(cmd, queue_id, offset, queue_offset)
+                _flush_failed(reply, err, self.flush_timeout_s)
+                conn.send(reply)
+
+        timer = loop.call_later(self.flush_timeout_s, answer, None)
+        flushed.add_done_callback(lambda f: loop.call_soon_threadsafe(answer, f))
 
     def _put_batch(self, conn: Connection, cmd: RemotingCommand, h: SendMessageRequestHeader,
                    queue_id: int) -> Reply:
@@ -270,13 +288,21 @@ class SendProcessor:
         try:
             async with asyncio.timeout(self.flush_timeout_s):
                 await asyncio.wrap_future(flushed)
-        except (TimeoutError, FlushTimeoutError):
+        except (TimeoutError, FlushTimeoutError, FlushError, OSError) as e:
             for reply in replies:
-                reply.code = ResponseCode.FLUSH_DISK_TIMEOUT
-                reply.remark = f"the message was not flushed within {self.flush_timeout_s:g} s"
-        except (FlushError, OSError) as e:
-            for reply in replies:
-                reply.code = ResponseCode.SERVICE_NOT_AVAILABLE
-                reply.remark = f"the store could not flush the message: {e}"
-                reply.ext_fields = {}
+                _flush_failed(reply, None if isinstance(e, TimeoutError) else e,
+                              self.flush_timeout_s)
         return replies
+
+
+def _flush_failed(reply: RemotingCommand, err: BaseException | None, timeout_s: float) -> None:
+    """Turn a send's success reply into its flush outcome: FLUSH_DISK_TIMEOUT (stored, not yet
+    durable: the client's SendStatus.FLUSH_DISK_TIMEOUT, ids kept) when the flush did not
+    complete in time (``err`` None or FlushTimeoutError), else SERVICE_NOT_AVAILABLE."""
+    if err is None or isinstance(err, FlushTimeoutError):
+        reply.code = ResponseCode.FLUSH_DISK_TIMEOUT
+        reply.remark = f"the message was not flushed within {timeout_s:g} s"
+    else:
+        reply.code = ResponseCode.SERVICE_NOT_AVAILABLE
+        reply.remark = f"the store could not flush the message: {err}"
+        reply.ext_fields = {}

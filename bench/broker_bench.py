@@ -75,6 +75,35 @@ class Template:
         return _PREFIX.pack(4 + hlen + len(self.body), hlen) + self.left + o + self.right + self.body
 
 
+class PullTemplate:
+    """A PULL_MESSAGE frame of one queue with two placeholders, the queue offset (in extFields)
+    and the opaque (after them): ``frame(opaque, offset)`` is a few concats, as the broker's
+    pulls should not wait on the load generator building headers."""
+
+    MARK = 987654321987654321
+
+    def __init__(self, topic: str, queue_id: int, max_msgs: int) -> None:
+        h = PullMessageRequestHeader(
+            consumerGroup="bench_consumer", topic=topic, queueId=queue_id, queueOffset=self.MARK,
+            maxMsgNums=max_msgs, sysFlag=0x4, commitOffset=0, suspendTimeoutMillis=0,
+            subVersion=0, subscription="*",
+        )
+        cmd = RemotingCommand.request(11, h.to_ext())
+        cmd.opaque = 0
+        header = cmd.encode_parts()[0][8:]
+        off_mark = b'"queueOffset":"%d"' % self.MARK
+        i = header.index(off_mark) + len(b'"queueOffset":"')
+        j = i + len(str(self.MARK))
+        k = header.index(b'"opaque":0', j) + len(b'"opaque":')
+        self.a, self.b, self.c = header[:i], header[j:k], header[k + 1 :]
+        self.fixed = len(self.a) + len(self.b) + len(self.c)
+
+    def frame(self, opaque: int, offset: int) -> bytes:
+        o, q = b"%d" % opaque, b"%d" % offset
+        hlen = self.fixed + len(o) + len(q)
+        return _PREFIX.pack(4 + hlen, hlen) + self.a + q + self.b + o + self.c
+
+
 OnReply = Callable[[int, dict[str, str], bytes], None]
 
 
@@ -134,6 +163,16 @@ class LoadConnection(asyncio.Protocol):
         self.next_opaque = opaque + 1
         self.callbacks[opaque] = on_reply
         self.out.append(template.frame(opaque))
+        self._schedule_flush()
+
+    def pull(self, template: PullTemplate, offset: int, on_reply: OnReply) -> None:
+        opaque = self.next_opaque
+        self.next_opaque = opaque + 1
+        self.callbacks[opaque] = on_reply
+        self.out.append(template.frame(opaque, offset))
+        self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
         if not self.in_read and not self.flush_scheduled:
             self.flush_scheduled = True
             asyncio.get_running_loop().call_soon(self.flush)
@@ -292,13 +331,7 @@ async def run_consume(addr: str, topic: str, queues: int, per_queue: int, inflig
     done = asyncio.get_running_loop().create_future()
     waiting = list(range(live, queues))
 
-    def template(q: int, off: int) -> Template:
-        h = PullMessageRequestHeader(
-            consumerGroup="bench_consumer", topic=topic, queueId=q, queueOffset=off,
-            maxMsgNums=max_msgs, sysFlag=0x4, commitOffset=0, suspendTimeoutMillis=0,
-            subVersion=0, subscription="*",
-        )
-        return Template(RemotingCommand.request(11, h.to_ext()))
+    templates = [PullTemplate(topic, q, max_msgs) for q in range(queues)]
 
     def pull(q: int, off: int) -> None:
         t0 = perf()
@@ -320,7 +353,7 @@ async def run_consume(addr: str, topic: str, queues: int, per_queue: int, inflig
                 if live == 0 and not done.done():
                     done.set_result(None)
 
-        conn.request(template(q, off), on_reply)
+        conn.pull(templates[q], off, on_reply)
 
     t0 = time.perf_counter()
     for q in range(live):

@@ -5,6 +5,7 @@ process) answers over Remoting and stops cleanly on SIGTERM; ``rocketlite namesr
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,22 @@ def test_start_serves_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     assert not (store / "abort").exists()
     assert (store / "config" / "topics.json").exists()
     assert "CliTopic" in (store / "config" / "topics.json").read_text()
+
+
+def test_the_ready_line_names_the_port_bound_for_port_zero(tmp_path: Path) -> None:
+    ns_port = free_port()
+    args = ["start", "--store", str(tmp_path / "store"), "--namesrv-port", str(ns_port),
+            "--broker-port", "0"]
+    with ServerProcess(args, tmp_path / "start.log") as p:
+        line = p.wait_ready()
+        match = re.search(r"broker \S+ at [\d.]+:(\d+)", line)
+        assert match is not None, line
+        port = int(match.group(1))
+        assert port != 0
+        reply, route = asyncio.run(_send_and_route(f"127.0.0.1:{port}", f"127.0.0.1:{ns_port}"))
+        assert decode_message_id(reply.ext_fields["msgId"])[1] == port
+        assert route.brokerDatas[0].brokerAddrs == {0: f"127.0.0.1:{port}"}
+        assert p.stop() == 0, p.log()
 
 
 async def _cluster(ns_addr: str) -> ClusterInfo:

@@ -3,6 +3,7 @@ the JSON form their version expects, KV config, unknown codes."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -97,3 +98,15 @@ async def test_kv_config_persists(ns: tuple[NameServer, RemotingClient, str], tm
     assert r.code == ResponseCode.SUCCESS
     r = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_KV_CONFIG, get), 5)
     assert r.code == ResponseCode.QUERY_NOT_FOUND
+
+
+async def test_close_stops_the_scan_and_a_cancelled_close_stays_cancelled() -> None:
+    server = NameServer("127.0.0.1", 0, scan_interval_s=60)
+    await server.start()
+    closing = asyncio.ensure_future(server.close())
+    await asyncio.sleep(0)  # close() is now awaiting the cancelled scan task
+    closing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await closing
+    await server.close()  # a second close finishes the job
+    assert server._scan_task is not None and server._scan_task.done()

@@ -42,14 +42,16 @@ def load_configs(conf: Path | None, overrides: dict[str, str]) -> tuple[BrokerCo
 
 
 def run_until_signalled(start: Callable[[], Awaitable[None]], stop: Callable[[], Awaitable[None]],
-                        ready: str) -> None:
+                        ready: Callable[[], str]) -> None:
+    """Run ``start``, print the ready line (``ready()``: it can name the ports actually bound),
+    wait for SIGINT/SIGTERM, run ``stop``."""
     async def main() -> None:
         loop = asyncio.get_running_loop()
         done = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, done.set)
         await start()
-        print(f"rocketlite ready: {ready}", flush=True)
+        print(f"rocketlite ready: {ready()}", flush=True)
         try:
             await done.wait()
         finally:
@@ -117,9 +119,9 @@ def start(
         await broker.close()
         await namesrv.close()
 
-    run_until_signalled(up, down, f"NameServer 127.0.0.1:{namesrv.port}, broker {bcfg.broker_name} "
-                                  f"at {scfg.broker_ip1}:{scfg.listen_port}, store "
-                                  f"{scfg.store_path_root_dir}")
+    run_until_signalled(up, down, lambda: (
+        f"NameServer 127.0.0.1:{namesrv.port}, broker {bcfg.broker_name} at "
+        f"{scfg.broker_ip1}:{broker.port}, store {scfg.store_path_root_dir}"))
 
 
 def namesrv(
@@ -130,7 +132,7 @@ def namesrv(
     """Start a NameServer alone."""
     setup_logging(log_level)
     server = NameServer("0.0.0.0", port, kv_config_path=kv_config)
-    run_until_signalled(server.start, server.close, f"NameServer on port {port}")
+    run_until_signalled(server.start, server.close, lambda: f"NameServer on port {server.port}")
 
 
 def broker(
@@ -149,6 +151,6 @@ def broker(
     except ConfigError as e:
         raise typer.BadParameter(str(e)) from e
     b = Broker(bcfg, scfg)
-    run_until_signalled(b.start, b.close, f"broker {bcfg.broker_name} at "
-                                          f"{scfg.broker_ip1}:{scfg.listen_port}, NameServers "
-                                          f"{bcfg.namesrv_addr}, store {scfg.store_path_root_dir}")
+    run_until_signalled(b.start, b.close, lambda: (
+        f"broker {bcfg.broker_name} at {scfg.broker_ip1}:{b.port}, NameServers "
+        f"{bcfg.namesrv_addr}, store {scfg.store_path_root_dir}"))

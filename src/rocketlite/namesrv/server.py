@@ -12,7 +12,6 @@ path is given. Everything runs on the event loop: each handler is a few dict ope
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from pathlib import Path
@@ -81,8 +80,12 @@ class NameServer:
     async def close(self) -> None:
         if self._scan_task is not None:
             self._scan_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            try:
                 await self._scan_task
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise  # close() itself was cancelled: not the scan task's cancellation
         await self.server.close()
 
     async def _scan_loop(self) -> None:

@@ -308,6 +308,13 @@ async def test_send_errors(env: Env) -> None:
     await env.wait_dispatched()
     assert env.broker.store.max_offset_in_queue("QTopic", 0) + \
         env.broker.store.max_offset_in_queue("QTopic", 1) == 2
+    # topics only the broker writes (delay levels, transactions, self test)
+    for topic in ("SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "SELF_TEST_TOPIC"):
+        r = await env.send(topic, b"sneaky")
+        assert r.code == RC.NO_PERMISSION and f"topic[{topic}] is forbidden" in (r.remark or "")
+        r = await env.send(topic, encode_batch([b"a"]), code=RequestCode.SEND_BATCH_MESSAGE)
+        assert r.code == RC.NO_PERMISSION
+    assert env.broker.store.max_offset_in_queue("SCHEDULE_TOPIC_XXXX", 0) == 0
 
 
 async def test_read_only_broker_refuses_sends_and_advertises_read_only_routes(
@@ -789,6 +796,14 @@ async def test_pull_refused_for_a_disabled_or_unknown_group(tmp_path: Path) -> N
         await env.send("G")
         r = await env.pull("G", 0, group="Unknown")
         assert r.code == RC.SUBSCRIPTION_GROUP_NOT_EXIST
+        # its heartbeat still registers the consumer and the producer (as Java does), but
+        # creates no retry topic and no group
+        r = await env.heartbeat(env.client, "cid-1", group="Unknown", topic="G")
+        assert r.code == RC.SUCCESS, r.remark
+        assert env.broker.consumers.client_ids("Unknown") == ["cid-1"]
+        assert env.broker.producers.groups.get("PG")
+        assert env.broker.topics.get("%RETRY%Unknown") is None
+        assert env.broker.subscriptions.table.get("Unknown") is None
         env.broker.subscriptions.update(SubscriptionGroupConfig(groupName="Off",
                                                                 consumeEnable=False))
         r = await env.pull("G", 0, group="Off")

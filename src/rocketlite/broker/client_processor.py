@@ -53,11 +53,10 @@ class ClientProcessor:
         b = self.broker
         hb = HeartbeatData.from_json(cmd.body)
         for cd in hb.consumerDataSet:
+            # An unknown group (autoCreateSubscriptionGroup=false) is registered all the same, as
+            # Java does; its pulls are what gets refused (SUBSCRIPTION_GROUP_NOT_EXIST).
             sgc = b.subscriptions.get(cd.groupName)
-            if sgc is None:
-                return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                                    f"subscription group [{cd.groupName}] does not exist")
-            if cd.messageModel is not MessageModel.BROADCASTING:
+            if sgc is not None and cd.messageModel is not MessageModel.BROADCASTING:
                 retry_topic = RETRY_GROUP_TOPIC_PREFIX + cd.groupName
                 if b.topics.get(retry_topic) is None:
                     b.topics.create_plain(retry_topic, max(1, sgc.retryQueueNums),
@@ -67,7 +66,7 @@ class ClientProcessor:
                 cd.groupName, conn, hb.clientID, cmd.language, cmd.version, cd.consumeType,
                 cd.messageModel, cd.consumeFromWhere, subs,
             )
-            if changed and sgc.notifyConsumerIdsChangedEnable:
+            if changed and (sgc is None or sgc.notifyConsumerIdsChangedEnable):
                 b.notify_consumer_ids_changed(cd.groupName)
         for pd in hb.producerDataSet:
             b.producers.register(pd.groupName, conn, hb.clientID, cmd.language, cmd.version)

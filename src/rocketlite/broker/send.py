@@ -22,7 +22,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 from rocketlite.broker.config import PERM_WRITE
-from rocketlite.broker.topics import TopicError
+from rocketlite.broker.topics import NOT_ALLOWED_SEND_TOPICS, TopicError
 from rocketlite.common.errors import (
     BodyError,
     DiskFullError,
@@ -106,6 +106,9 @@ class SendProcessor:
             return cmd.response(ResponseCode.NO_PERMISSION,
                                 f"the broker[{self.broker.config.broker_name}] sending message "
                                 "is forbidden")
+        if h.topic in NOT_ALLOWED_SEND_TOPICS:
+            return cmd.response(ResponseCode.NO_PERMISSION,
+                                f"Sending message to topic[{h.topic}] is forbidden.")
         tc = self.topics.get(h.topic)
         if tc is None:
             try:

@@ -59,6 +59,17 @@ def validate_topic(topic: str) -> None:
                          f"longer than {TOPIC_MAX_LENGTH}")
 
 
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+NOT_ALLOWED_SEND_TOPICS = frozenset({
+    SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC,
+    SELF_TEST_TOPIC,
+})
+"""Topics only the broker writes (Java 5's ``TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET``): a
+client's send to one is refused with NO_PERMISSION."""
+
+
 def is_system_topic(topic: str, config: BrokerConfig) -> bool:
     return (
         topic in (AUTO_CREATE_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT, SCHEDULE_TOPIC,

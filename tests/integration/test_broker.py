@@ -289,6 +289,11 @@ async def test_no_auto_creation_answers_topic_not_exist(tmp_path: Path) -> None:
         r = await env.send("Unknown")
         assert r.code == RC.TOPIC_NOT_EXIST and "Unknown" in (r.remark or "")
         assert env.broker.topics.get("Unknown") is None
+        # a group's retry topic is created all the same (one queue), as Java does
+        r = await env.send("%RETRY%SomeGroup", b"again")
+        assert r.code == RC.SUCCESS, r.remark
+        tc = env.broker.topics.get("%RETRY%SomeGroup")
+        assert tc is not None and (tc.readQueueNums, tc.writeQueueNums) == (1, 1)
 
 
 async def test_send_errors(env: Env) -> None:

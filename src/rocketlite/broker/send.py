@@ -22,7 +22,11 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 from rocketlite.broker.config import PERM_WRITE
-from rocketlite.broker.topics import NOT_ALLOWED_SEND_TOPICS, TopicError
+from rocketlite.broker.topics import (
+    NOT_ALLOWED_SEND_TOPICS,
+    RETRY_GROUP_TOPIC_PREFIX,
+    TopicError,
+)
 from rocketlite.common.errors import (
     BodyError,
     DiskFullError,
@@ -115,6 +119,10 @@ class SendProcessor:
                 tc = self.topics.create_in_send(h.topic, h.defaultTopic, h.defaultTopicQueueNums)
             except TopicError as e:
                 return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
+            if tc is None and h.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                # A consumer re-sending a message for retry: Java creates its group's retry
+                # topic (one queue) even when auto-creation is off.
+                tc = self.topics.create_plain(h.topic, 1)
             if tc is None:
                 return cmd.response(ResponseCode.TOPIC_NOT_EXIST,
                                     f"topic[{h.topic}] not exist, apply first please!")

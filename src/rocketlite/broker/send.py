@@ -56,7 +56,8 @@ REGION = "DefaultRegion"
 _JSON = int(SerializeType.JSON)
 
 Reply = RemotingCommand | Awaitable[RemotingCommand | None] | None
-Held = tuple[Connection, RemotingCommand, int, int, int]  # conn, request, queue id, offsets
+# conn, request, queue id, CommitLog offset, queue offset, msg id (a batch's list, else None)
+Held = tuple[Connection, RemotingCommand, int, int, int, str | None]
 
 
 def _answer(conn: Connection, cmd: RemotingCommand, code: int, remark: str) -> None:
@@ -184,23 +185,11 @@ class SendProcessor:
                 _answer(conn, cmd, ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
             return
         self.stats.put_messages += len(pending)
-        make = self._reply
-        if put.flushed is None or (put.flushed.done() and put.flushed.exception() is None):
-            ok = self._ok_frames.frame
-            for (conn, cmd, msg), r in zip(pending, put.results, strict=True):
-                if cmd.flag & RPC_ONEWAY:
-                    continue
-                if cmd.serialize_type == _JSON:
-                    conn.send_frame(ok(cmd.opaque, msg.queue_id, r.commit_log_offset,
-                                       r.queue_offset))
-                else:
-                    conn.send(make(cmd, msg.queue_id, r.commit_log_offset, r.queue_offset))
-        else:
-            self._hold_until_flushed([
-                (conn, cmd, msg.queue_id, r.commit_log_offset, r.queue_offset)
-                for (conn, cmd, msg), r in zip(pending, put.results, strict=True)
-                if not cmd.flag & RPC_ONEWAY
-            ], put.flushed)
+        self._answer_when_flushed([
+            (conn, cmd, msg.queue_id, r.commit_log_offset, r.queue_offset, None)
+            for (conn, cmd, msg), r in zip(pending, put.results, strict=True)
+            if not cmd.flag & RPC_ONEWAY
+        ], put.flushed)
 
     def _append_alone(self, conn: Connection, cmd: RemotingCommand, msg: MessageToStore) -> None:
         try:
@@ -212,14 +201,11 @@ class SendProcessor:
             _answer(conn, cmd, ResponseCode.SERVICE_NOT_AVAILABLE, str(e))
             return
         self.stats.put_messages += 1
-        if cmd.flag & RPC_ONEWAY:
-            return
-        r = put.results[0]
-        if put.flushed is None:
-            conn.send(self._reply(cmd, msg.queue_id, r.commit_log_offset, r.queue_offset))
-        else:
-            self._hold_until_flushed(
-                [(conn, cmd, msg.queue_id, r.commit_log_offset, r.queue_offset)], put.flushed)
+        if not cmd.flag & RPC_ONEWAY:
+            r = put.results[0]
+            self._answer_when_flushed(
+                [(conn, cmd, msg.queue_id, r.commit_log_offset, r.queue_offset, None)],
+                put.flushed)
 
     def _reply(self, cmd: RemotingCommand, queue_id: int, commit_log_offset: int,
                queue_offset: int, msg_id: str | None = None) -> RemotingCommand:
@@ -232,10 +218,25 @@ class SendProcessor:
             "TRACE_ON": "true",
         })
 
-    def _hold_until_flushed(self, held: list[Held], flushed: Future[None]) -> None:
-        """Answer ``held`` sends once the group commit covering them completes (no task: the
-        flush thread's callback hops to the loop); after ``syncFlushTimeout`` answer them
-        FLUSH_DISK_TIMEOUT, as ``_wait_flush`` does."""
+    def _answer_ok(self, held: list[Held]) -> None:
+        """Success replies: the pre-encoded frame for a single send in JSON, else the generic
+        reply (the binary header, or a batch's list of ids)."""
+        ok = self._ok_frames.frame
+        for conn, cmd, queue_id, offset, queue_offset, msg_id in held:
+            if msg_id is None and cmd.serialize_type == _JSON:
+                conn.send_frame(ok(cmd.opaque, queue_id, offset, queue_offset))
+            else:
+                conn.send(self._reply(cmd, queue_id, offset, queue_offset, msg_id))
+
+    def _answer_when_flushed(self, held: list[Held], flushed: Future[None] | None) -> None:
+        """Answer ``held`` sends now (ASYNC_FLUSH, or already durable) or once the group commit
+        covering them completes (no task: the flush thread's callback hops to the loop). After
+        ``syncFlushTimeout`` they are answered FLUSH_DISK_TIMEOUT (stored, not yet durable: the
+        client's SendStatus.FLUSH_DISK_TIMEOUT, ids kept); if the disk failed,
+        SERVICE_NOT_AVAILABLE."""
+        if flushed is None or (flushed.done() and flushed.exception() is None):
+            self._answer_ok(held)
+            return
         loop = asyncio.get_running_loop()
         answered = False
 
@@ -247,15 +248,10 @@ class SendProcessor:
             timer.cancel()
             err = None if fut is None else fut.exception()
             if fut is not None and err is None:
-                ok = self._ok_frames.frame
-                for conn, cmd, queue_id, offset, queue_offset in held:
-                    if cmd.serialize_type == _JSON:
-                        conn.send_frame(ok(cmd.opaque, queue_id, offset, queue_offset))
-                    else:
-                        conn.send(self._reply(cmd, queue_id, offset, queue_offset))
+                self._answer_ok(held)
                 return
-            for conn, cmd, queue_id, offset, queue_offset in held:
-                reply = self._reply(cmd, queue_id, offset, queue_offset)
+            for conn, cmd, queue_id, offset, queue_offset, msg_id in held:
+                reply = self._reply(cmd, queue_id, offset, queue_offset, msg_id)
                 _flush_failed(reply, err, self.flush_timeout_s)
                 conn.send(reply)
 
@@ -277,33 +273,11 @@ class SendProcessor:
         ))
         res = put.result
         self.stats.put_messages += len(res)
-        ids = self._ok_frames.message_ids(res.offsets)
-        reply = self._reply(cmd, queue_id, 0, res.queue_offset, ids)
-        return self._after_flush(cmd, reply, put.flushed)
-
-    def _after_flush(self, cmd: RemotingCommand, reply: RemotingCommand,
-                     flushed: Future[None] | None) -> Reply:
-        if flushed is None or (flushed.done() and flushed.exception() is None):
-            return reply
-        return self._one_after_flush(reply, flushed)
-
-    async def _one_after_flush(self, reply: RemotingCommand, flushed: Future[None]
-                               ) -> RemotingCommand:
-        return (await self._wait_flush([reply], flushed))[0]
-
-    async def _wait_flush(self, replies: list[RemotingCommand], flushed: Future[None]
-                          ) -> list[RemotingCommand]:
-        """The replies once the group commit covering them is done; FLUSH_DISK_TIMEOUT (stored,
-        not yet durable: the client's SendStatus.FLUSH_DISK_TIMEOUT, ids included) after
-        ``syncFlushTimeout``; SERVICE_NOT_AVAILABLE if the disk failed."""
-        try:
-            async with asyncio.timeout(self.flush_timeout_s):
-                await asyncio.wrap_future(flushed)
-        except (TimeoutError, FlushTimeoutError, FlushError, OSError) as e:
-            for reply in replies:
-                _flush_failed(reply, None if isinstance(e, TimeoutError) else e,
-                              self.flush_timeout_s)
-        return replies
+        if not cmd.flag & RPC_ONEWAY:
+            ids = self._ok_frames.message_ids(res.offsets)
+            self._answer_when_flushed([(conn, cmd, queue_id, 0, res.queue_offset, ids)],
+                                      put.flushed)
+        return None
 
 
 def _flush_failed(reply: RemotingCommand, err: BaseException | None, timeout_s: float) -> None:

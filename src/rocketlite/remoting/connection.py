@@ -227,16 +227,17 @@ class Connection(asyncio.Protocol):
         out = self._out
         out.append(head)
         if body:
-            out.append(body)
-        if not self._in_read and not self._flush_scheduled:
-            self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush_out)
+            out.append(body)  # not joined to the head here: _flush_out joins everything once
+        self._schedule_flush()
 
     def send_frame(self, frame: bytes) -> None:
         """Write an already encoded frame (length field included), coalesced like ``send``."""
         if not self.is_open:
             return
         self._out.append(frame)
+        self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
         if not self._in_read and not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush_out)

@@ -82,15 +82,18 @@ class _SegmentReader:
         self.mm: mmap.mmap | bytes = b""
 
     def read(self, phys: int, size: int) -> bytes | None:
+        """The ``size`` bytes at ``phys``, or None if that range is gone or not yet readable
+        (``CommitLog.read``)."""
         rel = phys - self.base
-        if rel >= 0 and rel + size <= self.end:
-            return self.mm[rel : rel + size]
-        data = self.cl.read(phys, size)
-        if data is not None:
+        if rel < 0 or rel + size > self.end:
             mf = self.cl.files.find(phys)
-            if mf is not None:
-                self.base, self.end, self.mm = mf.file_from_offset, mf.committed, mf.mm
-        return data
+            if mf is None:
+                return None
+            self.base, self.end, self.mm = mf.file_from_offset, mf.committed, mf.mm
+            rel = phys - self.base
+            if rel + size > self.end:
+                return None
+        return self.mm[rel : rel + size]
 
 
 def get_message(

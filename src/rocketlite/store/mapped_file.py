@@ -194,8 +194,8 @@ class MappedFile:
     def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
         """Write at a position with ``pwrite`` (ConsumeQueue units, rewritten in place on
         re-dispatch). Never through the mapping: with thousands of ConsumeQueue mappings a write
-        fault costs ~1.8 ms per page here, against ~12 us for open + pwrite + close (~2 us with
-        the descriptor cached), and the fault holds the GIL."""
+        fault costs ~1.8 ms per page here, against ~12 us for open + pwrite + close (less with the
+        descriptor cached), and the fault holds the GIL."""
         end = pos + len(data)
         if end > self.file_size:
             raise StoreError(f"write of {len(data)} bytes at {pos} overruns segment {self.path.name}")

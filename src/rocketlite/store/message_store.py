@@ -293,27 +293,24 @@ class MessageStore:
         """Append a batch. Under SYNC_FLUSH, ``PutResult.flushed`` completes when it is durable."""
         self._check_writable()
         results = self.commitlog.append(msgs)
-        fut: Future[None] | None = None
-        if self.config.sync_flush and results:
-            fut = self.flusher.request(results[-1].end_offset)
-        elif self.inline_dispatch:
-            self.dispatcher.dispatch_inline()
-        else:
-            self.dispatcher.wake()
-        return PutResult(results, fut)
+        return PutResult(results, self._appended(results[-1].end_offset) if results else None)
 
     def put_batch(self, batch: MessageBatch) -> PutBatchResult:
         """Append a batch of one topic and queue (SEND_BATCH_MESSAGE); see ``put_messages``."""
         self._check_writable()
         result = self.commitlog.append_batch(batch)
-        fut: Future[None] | None = None
+        return PutBatchResult(result, self._appended(result.end_offset))
+
+    def _appended(self, end_offset: int) -> Future[None] | None:
+        """After an append up to ``end_offset``: SYNC_FLUSH, the future of the group commit that
+        covers it; otherwise dispatch it (on this thread when allowed) and return None."""
         if self.config.sync_flush:
-            fut = self.flusher.request(result.end_offset)
-        elif self.inline_dispatch:
+            return self.flusher.request(end_offset)
+        if self.inline_dispatch:
             self.dispatcher.dispatch_inline()
         else:
             self.dispatcher.wake()
-        return PutBatchResult(result, fut)
+        return None
 
     def put_messages_sync(self, msgs: Sequence[MessageToStore]) -> list[AppendResult]:
         """Append and, under SYNC_FLUSH, wait up to ``syncFlushTimeout`` for durability."""

@@ -36,6 +36,11 @@ class RemotingClient:
         self._locks: dict[str, asyncio.Lock] = {}
         self._closed = False
 
+    def cached(self, addr: str) -> Connection | None:
+        """The open connection to ``addr``, if there is one (no connect, no await)."""
+        conn = self._conns.get(addr)
+        return conn if conn is not None and conn.is_open else None
+
     async def connection(self, addr: str) -> Connection:
         conn = self._conns.get(addr)
         if conn is not None and conn.is_open:

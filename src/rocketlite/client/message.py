@@ -1,0 +1,283 @@
+"""Messages as the client sees them: ``Message`` to send, ``MessageExt`` received, and the pieces
+of the wire format that belong to a client (property assembly, UNIQ_KEY ids, body compression).
+
+A ``Message`` carries its tags, keys, delay and user properties as fields; ``wire_properties``
+turns them into RocketMQ's property map (``TAGS``, ``KEYS`` space separated, ``WAIT``, ``DELAY``,
+``TIMER_DELIVER_MS``, then user properties). User properties may not reuse a name the system
+owns (Java's ``MessageConst.STRING_HASH_SET``) nor contain the separators ``\\x01``/``\\x02``.
+
+UNIQ_KEY (``MessageClientIDSetter``): 16 bytes in upper-case hex::
+
+    IP (4)  PID (2)  RANDOM (4, Java's class loader hash)  MS SINCE MONTH START (4)  COUNTER (2)
+
+Compression (``MessageSysFlag``): bit 0x1 marks a compressed body, bits 8-10 name the codec
+(0 or 0x300 zlib, 0x100 LZ4 frame, 0x200 zstd frame). Java compresses bodies of 4 KiB or more.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import os
+import secrets
+import struct
+import time
+import zlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+import lz4.frame
+import zstandard
+
+from rocketlite.client.errors import MQClientError
+from rocketlite.common.errors import CorruptRecordError
+from rocketlite.formats import properties as props
+from rocketlite.formats.message_id import encode_message_id
+from rocketlite.formats.message_record import SYSFLAG_COMPRESSED, decode_record
+from rocketlite.formats.properties import decode_properties
+
+# Property names beyond those formats.properties names (MessageConst.java).
+RECONSUME_TIME: Final = "RECONSUME_TIME"
+MAX_RECONSUME_TIMES: Final = "MAX_RECONSUME_TIMES"
+TRANSACTION_ID: Final = "__transactionId__"
+TRANSACTION_CHECK_TIMES: Final = "TRANSACTION_CHECK_TIMES"
+CHECK_IMMUNITY_TIME_IN_SECONDS: Final = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+TIMER_DELIVER_MS: Final = "TIMER_DELIVER_MS"
+TIMER_DELAY_SEC: Final = "TIMER_DELAY_SEC"
+CONSUME_START_TIME: Final = "CONSUME_START_TIME"
+SHARDING_KEY: Final = "__SHARDINGKEY"
+
+RESERVED_PROPERTIES: Final = frozenset({
+    props.KEYS, props.TAGS, props.WAIT, props.DELAY, props.RETRY_TOPIC, props.REAL_TOPIC,
+    props.REAL_QID, props.TRAN_MSG, props.PGROUP, props.MIN_OFFSET, props.MAX_OFFSET,
+    props.ORIGIN_MESSAGE_ID, props.UNIQ_KEY, "BUYER_ID", "TRANSFER_FLAG", "CORRECTION_FLAG",
+    "MQ2_FLAG", RECONSUME_TIME, "MSG_REGION", "TRACE_ON", MAX_RECONSUME_TIMES, CONSUME_START_TIME,
+    TRANSACTION_ID, TRANSACTION_CHECK_TIMES, "INSTANCE_ID", "INNER_NUM", "INNER_BASE", "CLUSTER",
+    TIMER_DELIVER_MS, TIMER_DELAY_SEC, "TIMER_OUT_MS", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS",
+    "TIMER_ROLL_TIMES", "TIMER_DEL_UNIQKEY", "__STARTDELIVERTIME", "POP_CK", "1ST_POP_TIME",
+})
+
+COMPRESSION_TYPE_MASK: Final = 0x700
+COMPRESSION_LZ4: Final = 0x100
+COMPRESSION_ZSTD: Final = 0x200
+COMPRESSION_ZLIB: Final = 0x300
+_CODECS: Final = {"zlib": COMPRESSION_ZLIB, "lz4": COMPRESSION_LZ4, "zstd": COMPRESSION_ZSTD}
+
+
+@dataclass(slots=True)
+class Message:
+    """A message to send. ``keys`` are indexed by the broker (query by key); ``tags`` filter on
+    consume; ``delay_level`` (1-18) and ``deliver_time_ms`` (epoch ms) delay delivery."""
+
+    topic: str
+    body: bytes
+    tags: str | None = None
+    keys: Sequence[str] | str | None = None
+    properties: dict[str, str] = field(default_factory=dict)
+    flag: int = 0
+    delay_level: int = 0
+    deliver_time_ms: int | None = None
+    wait_store_msg_ok: bool = True
+
+    def key_list(self) -> list[str]:
+        if self.keys is None:
+            return []
+        if isinstance(self.keys, str):
+            return [k for k in self.keys.split(props.KEY_SEPARATOR) if k]
+        return [k for k in self.keys if k]
+
+    def wire_properties(self) -> dict[str, str]:
+        """The property map sent to the broker (without UNIQ_KEY, which the producer adds)."""
+        out: dict[str, str] = {}
+        if self.tags:
+            out[props.TAGS] = self.tags
+        keys = self.key_list()
+        if keys:
+            out[props.KEYS] = props.KEY_SEPARATOR.join(keys)
+        if not self.wait_store_msg_ok:
+            out[props.WAIT] = "false"
+        if self.delay_level > 0:
+            out[props.DELAY] = str(self.delay_level)
+        if self.deliver_time_ms is not None:
+            out[TIMER_DELIVER_MS] = str(self.deliver_time_ms)
+        for name, value in self.properties.items():
+            if name in RESERVED_PROPERTIES:
+                raise MQClientError(f"property {name!r} is reserved by RocketMQ; set it through Message")
+            out[name] = value
+        for name, value in out.items():
+            if _bad_text(name) or _bad_text(value):
+                raise MQClientError(f"property {name!r}: names and values must be non-empty and free "
+                                    "of the separators \\x01 and \\x02")
+        return out
+
+
+def _bad_text(s: str) -> bool:
+    return not s or "\x01" in s or "\x02" in s
+
+
+@dataclass(slots=True)
+class MessageExt:
+    """A stored message as pulled or queried. ``msg_id`` is the UNIQ_KEY when the producer set one,
+    else the broker's offset id (``offset_msg_id``: store host, port and CommitLog offset)."""
+
+    topic: str
+    body: bytes
+    properties: dict[str, str]
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    sys_flag: int
+    flag: int
+    born_timestamp: int
+    store_timestamp: int
+    born_host: str
+    store_host: str
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body_crc: int
+    msg_id: str
+    offset_msg_id: str
+    broker_name: str = ""
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(props.TAGS)
+
+    @property
+    def keys(self) -> list[str]:
+        return [k for k in self.properties.get(props.KEYS, "").split(props.KEY_SEPARATOR) if k]
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.properties.get(props.UNIQ_KEY)
+
+
+def _host(ip: bytes, port: int) -> str:
+    if len(ip) == 4:
+        return f"{ip[0]}.{ip[1]}.{ip[2]}.{ip[3]}:{port}"
+    import ipaddress
+
+    return f"[{ipaddress.IPv6Address(ip)}]:{port}"
+
+
+def decode_messages(body: bytes, broker_name: str = "", *, verify_crc: bool = True) -> list[MessageExt]:
+    """Records back to back (a pull or query reply body) -> messages, bodies decompressed.
+
+    Raises ``MQClientError`` on a corrupted record (with its position)."""
+    return list(iter_messages(body, broker_name, verify_crc=verify_crc))
+
+
+def iter_messages(body: bytes, broker_name: str = "", *, verify_crc: bool = True) -> Iterator[MessageExt]:
+    pos, end = 0, len(body)
+    while pos < end:
+        try:
+            rec = decode_record(body, pos, end, verify_crc)
+        except CorruptRecordError as e:
+            raise MQClientError(f"corrupted message at byte {pos} of a {end}-byte reply: {e}") from e
+        if rec is None:
+            return
+        pos += rec.total_size
+        properties = decode_properties(rec.properties_text)
+        payload = rec.body
+        if rec.sys_flag & SYSFLAG_COMPRESSED:
+            payload = decompress(payload, rec.sys_flag)
+        offset_id = encode_message_id(rec.store_host, rec.store_port, rec.commit_log_offset)
+        yield MessageExt(
+            topic=rec.topic, body=payload, properties=properties, queue_id=rec.queue_id,
+            queue_offset=rec.queue_offset, commit_log_offset=rec.commit_log_offset,
+            sys_flag=rec.sys_flag, flag=rec.flag, born_timestamp=rec.born_timestamp,
+            store_timestamp=rec.store_timestamp, born_host=_host(rec.born_host, rec.born_port),
+            store_host=_host(rec.store_host, rec.store_port), reconsume_times=rec.reconsume_times,
+            prepared_transaction_offset=rec.prepared_transaction_offset, body_crc=rec.body_crc,
+            msg_id=properties.get(props.UNIQ_KEY) or offset_id, offset_msg_id=offset_id,
+            broker_name=broker_name,
+        )
+
+
+# ------------------------------------------------------------------------------------ compression
+
+
+def compression_flag(codec: str) -> int:
+    """The sysFlag bits for ``codec`` ("zlib", "lz4" or "zstd"), compressed bit included."""
+    try:
+        return _CODECS[codec] | SYSFLAG_COMPRESSED
+    except KeyError:
+        raise MQClientError(f"unknown compression {codec!r}; use one of {sorted(_CODECS)}") from None
+
+
+def compress(body: bytes, codec: str, level: int = 5) -> bytes:
+    if codec == "zlib":
+        return zlib.compress(body, level)
+    if codec == "lz4":
+        return bytes(lz4.frame.compress(body, compression_level=level))
+    if codec == "zstd":
+        return zstandard.ZstdCompressor(level=level).compress(body)
+    raise MQClientError(f"unknown compression {codec!r}; use one of {sorted(_CODECS)}")
+
+
+def decompress(body: bytes, sys_flag: int, max_size: int = 64 * 1024 * 1024) -> bytes:
+    """Undo the compression ``sys_flag`` names; a body that does not decompress (or would exceed
+    ``max_size``) raises ``MQClientError``."""
+    kind = sys_flag & COMPRESSION_TYPE_MASK
+    try:
+        if kind in (0, COMPRESSION_ZLIB):
+            d = zlib.decompressobj()
+            out = d.decompress(body, max_size)
+            if d.unconsumed_tail:
+                raise MQClientError(f"a compressed body inflates beyond {max_size} bytes")
+            return out
+        if kind == COMPRESSION_LZ4:
+            return bytes(lz4.frame.decompress(body))
+        if kind == COMPRESSION_ZSTD:
+            return zstandard.ZstdDecompressor().decompress(body, max_output_size=max_size)
+    except (zlib.error, RuntimeError, zstandard.ZstdError) as e:
+        raise MQClientError(f"cannot decompress a body (sysFlag {sys_flag:#x}): {e}") from e
+    raise MQClientError(f"unknown compression type {kind:#x} in sysFlag {sys_flag:#x}")
+
+
+# ---------------------------------------------------------------------------------------- UNIQ_KEY
+
+_UNIQ_TAIL = struct.Struct(">iH")
+
+
+class UniqKeyGenerator:
+    """``MessageClientIDSetter``: a fixed prefix (IP, pid, a random int) + time since the start of
+    the month in ms + a 16-bit counter."""
+
+    def __init__(self, ip: bytes = b"\x7f\x00\x00\x01") -> None:
+        self._prefix = (ip + struct.pack(">H", os.getpid() & 0xFFFF) + secrets.token_bytes(4)).hex().upper()
+        self._counter = itertools.count(secrets.randbelow(0x10000))
+        self._month_start_ms = 0.0
+        self._next_month_ms = 0.0
+
+    def _roll_month(self, now_ms: float) -> None:
+        now = dt.datetime.fromtimestamp(now_ms / 1000)
+        start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+        nxt = (start + dt.timedelta(days=32)).replace(day=1)
+        self._month_start_ms = start.timestamp() * 1000
+        self._next_month_ms = nxt.timestamp() * 1000
+
+    def next(self) -> str:
+        now_ms = time.time() * 1000
+        if now_ms >= self._next_month_ms:
+            self._roll_month(now_ms)
+        tail = _UNIQ_TAIL.pack(int(now_ms - self._month_start_ms), next(self._counter) & 0xFFFF)
+        return self._prefix + tail.hex().upper()
+
+    def many(self, n: int) -> list[str]:
+        return [self.next() for _ in range(n)]
+
+
+def join_keys(keys: Iterable[str]) -> str:
+    return props.KEY_SEPARATOR.join(keys)
+
+
+def check_topic(topic: str) -> None:
+    """Java's ``Validators.checkTopic``: 1-127 characters of ``[%|a-zA-Z0-9_-]``."""
+    if not topic or len(topic) > 127 or not all(c.isascii() and (c.isalnum() or c in "%|_-") for c in topic):
+        raise MQClientError(f"topic {topic!r} is invalid: 1-127 characters of letters, digits, %, |, _ or -")
+
+
+def property_text(p: Mapping[str, str]) -> str:
+    return props.encode_properties(p)

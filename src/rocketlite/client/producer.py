@@ -1,0 +1,496 @@
+"""Producer: sync, async and oneway sends, batches, ordered sends through a queue selector.
+
+Queue choice (``route.TopicPublishInfo``): the topic's writable queues sorted by broker name then
+queue id, round robin, skipping the broker that just failed; with ``latency_fault_enable`` a
+broker whose sends failed or were slow is avoided for a while (``fault.LatencyFaultTolerance``).
+A failed sync send is retried ``retry_times_when_send_failed`` times on another queue within one
+``send_timeout`` budget; an async send ``retry_times_when_send_async_failed`` times. Sends to an
+explicit queue or through a selector are not moved to another queue.
+
+A topic the NameServers do not know is sent through the route of ``create_topic_key`` (TBW102)
+with at most ``default_topic_queue_nums`` queues, so a broker with autoCreateTopicEnable creates it.
+
+``send_async`` needs no coroutine at the call site: it returns a future at once and keeps at most
+``async_window`` requests in flight, queueing up to ``async_backlog`` more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import enum
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rocketlite.client.errors import MQBrokerError, MQClientError
+from rocketlite.client.fault import LatencyFaultTolerance, select_queue
+from rocketlite.client.instance import ClientConfig, ClientInstance
+from rocketlite.client.message import (
+    Message,
+    UniqKeyGenerator,
+    check_topic,
+    compress,
+    compression_flag,
+)
+from rocketlite.client.route import TopicPublishInfo, publish_info
+from rocketlite.common.errors import FormatError
+from rocketlite.formats import properties as props
+from rocketlite.formats.javahash import java_string_hash
+from rocketlite.protocol.bodies import MessageQueue, TopicRouteData
+from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.command import RemotingCommand
+from rocketlite.protocol.headers import SendMessageRequestHeader, SendMessageResponseHeader
+from rocketlite.protocol.message_batch import encode_message
+
+log = logging.getLogger(__name__)
+
+MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]
+
+
+def select_by_hash(queues: Sequence[MessageQueue], msg: Message, arg: Any) -> MessageQueue:
+    """Java's ``SelectMessageQueueByHash``: ``abs(arg.hashCode()) % n`` (Java's hash for strings
+    and ints, so Python and Java producers put a sharding key on the same queue)."""
+    h = java_string_hash(arg) if isinstance(arg, str) else hash(arg) & 0x7FFFFFFF
+    return queues[abs(h) % len(queues)]
+
+
+class SendStatus(enum.Enum):
+    SEND_OK = "SEND_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+
+
+_STATUS_BY_CODE = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+
+# DefaultMQProducer.retryResponseCodes: broker answers worth another broker.
+RETRY_CODES = frozenset({
+    ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.SYSTEM_ERROR,
+    ResponseCode.SYSTEM_BUSY, ResponseCode.NO_PERMISSION, ResponseCode.NO_BUYER_ID,
+    ResponseCode.NOT_IN_CURRENT_UNIT,
+})
+
+
+@dataclass(slots=True, frozen=True)
+class SendResult:
+    """``msg_id`` is the UNIQ_KEY (comma-joined for a batch); ``offset_msg_id`` the broker's id."""
+
+    status: SendStatus
+    msg_id: str
+    offset_msg_id: str
+    queue: MessageQueue
+    queue_offset: int
+    transaction_id: str | None = None
+    region_id: str | None = None
+
+
+@dataclass(slots=True)
+class _Prepared:
+    """A message encoded once, whatever queue and retry it goes to."""
+
+    topic: str
+    body: bytes
+    properties: str
+    sys_flag: int
+    flag: int
+    uniq_key: str
+    batch: bool = False
+
+
+class Producer:
+    def __init__(
+        self,
+        group: str = "DEFAULT_PRODUCER",
+        *,
+        namesrv_addr: str = "",
+        config: ClientConfig | None = None,
+        send_timeout: float = 3.0,
+        retry_times_when_send_failed: int = 2,
+        retry_times_when_send_async_failed: int = 2,
+        retry_another_broker_when_not_store_ok: bool = False,
+        compress_over: int = 4096,
+        compression: str = "zlib",
+        compress_level: int = 5,
+        max_message_size: int = 4 * 1024 * 1024,
+        latency_fault_enable: bool = False,
+        create_topic_key: str = "TBW102",
+        default_topic_queue_nums: int = 4,
+        async_window: int = 64,
+        async_backlog: int = 100_000,
+    ) -> None:
+        compression_flag(compression)  # validates the codec name now
+        self.group = group
+        self.config = config or ClientConfig(namesrv_addr=namesrv_addr)
+        self.send_timeout = send_timeout
+        self.retry_times = retry_times_when_send_failed
+        self.retry_times_async = retry_times_when_send_async_failed
+        self.retry_not_store_ok = retry_another_broker_when_not_store_ok
+        self.compress_over = compress_over
+        self.compression = compression
+        self.compress_level = compress_level
+        self.max_message_size = max_message_size
+        self.fault = LatencyFaultTolerance() if latency_fault_enable else None
+        self.create_topic_key = create_topic_key
+        self.default_topic_queue_nums = default_topic_queue_nums
+        self.async_window = async_window
+        self.async_backlog = async_backlog
+        self.instance: ClientInstance | None = None
+        self._infos: dict[str, TopicPublishInfo] = {}
+        self._uniq = UniqKeyGenerator()
+        self._inflight = 0
+        self._backlog: collections.deque[tuple[_Prepared, asyncio.Future[SendResult]]] = collections.deque()
+        self._idle: asyncio.Event | None = None
+        self._started = False
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        self.instance = ClientInstance(self.config)
+        self._uniq = UniqKeyGenerator(_packed_ipv4(self.instance.client_ip))
+        self.instance.register_producer(self)
+        await self.instance.start()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._started = True
+
+    async def shutdown(self) -> None:
+        """Wait for async sends still in flight (up to ``send_timeout``), unregister, close."""
+        if not self._started or self.instance is None:
+            return
+        self._started = False
+        if self._idle is not None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.send_timeout):
+                    await self._idle.wait()
+        await self.instance.unregister(producer_group=self.group)
+        await self.instance.close()
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    def _instance(self) -> ClientInstance:
+        if not self._started or self.instance is None:
+            raise MQClientError("the producer is not started (await producer.start())")
+        return self.instance
+
+    # -- ClientInstance's view ------------------------------------------------------------------
+
+    def topics(self) -> Iterable[str]:
+        return list(self._infos)
+
+    def on_route(self, topic: str, route: TopicRouteData) -> None:
+        info = publish_info(topic, route)
+        if info.ok:
+            self._infos[topic] = info
+
+    def on_check_transaction(self, addr: str, cmd: RemotingCommand) -> None:
+        log.warning("CHECK_TRANSACTION_STATE from %s for group %s, which is not transactional",
+                    addr, self.group)
+
+    # -- routes ---------------------------------------------------------------------------------
+
+    async def publish_queues(self, topic: str) -> list[MessageQueue]:
+        """The topic's writable queues, sorted (Java's ``fetchPublishMessageQueues``)."""
+        return list((await self._publish_info(topic)).queues)
+
+    async def _publish_info(self, topic: str) -> TopicPublishInfo:
+        info = self._infos.get(topic)
+        if info is not None:
+            return info
+        inst = self._instance()
+        route = await inst.update_route(topic)
+        if route is not None:
+            self.on_route(topic, route)
+            info = self._infos.get(topic)
+            if info is not None:
+                return info
+        else:  # unknown topic: through TBW102's route, the broker creates it
+            default = await inst.fetch_route(self.create_topic_key)
+            if default is not None:
+                for qd in default.queueDatas:
+                    n = min(self.default_topic_queue_nums, qd.readQueueNums)
+                    qd.readQueueNums = qd.writeQueueNums = n
+                for bd in default.brokerDatas:
+                    inst.broker_addrs.setdefault(bd.brokerName, dict(bd.brokerAddrs))
+                info = publish_info(topic, default)
+                if info.ok:
+                    self._infos[topic] = info
+                    return info
+        raise MQClientError(f"no route for topic {topic!r}: the NameServers {inst.namesrv_addrs} know no "
+                            "broker that accepts it (create the topic or enable autoCreateTopicEnable)")
+
+    # -- message preparation --------------------------------------------------------------------
+
+    def _prepare(self, msg: Message) -> _Prepared:
+        check_topic(msg.topic)
+        body = msg.body
+        if not isinstance(body, bytes | bytearray | memoryview):
+            raise MQClientError(f"message body must be bytes, not {type(body).__name__}")
+        if not body:
+            raise MQClientError("message body is empty")
+        if len(body) > self.max_message_size:
+            raise MQClientError(f"message body is {len(body)} bytes; "
+                                f"max_message_size is {self.max_message_size}")
+        wire = msg.wire_properties()
+        uniq = self._uniq.next()
+        wire[props.UNIQ_KEY] = uniq
+        sys_flag = 0
+        body = bytes(body)
+        if len(body) >= self.compress_over:
+            body = compress(body, self.compression, self.compress_level)
+            sys_flag |= compression_flag(self.compression)
+        return _Prepared(msg.topic, body, props.encode_properties(wire), sys_flag, msg.flag, uniq)
+
+    def _prepare_batch(self, msgs: Sequence[Message]) -> _Prepared:
+        if not msgs:
+            raise MQClientError("a batch needs at least one message")
+        topic = msgs[0].topic
+        parts, uniqs = [], []
+        for m in msgs:
+            if m.topic != topic:
+                raise MQClientError(f"a batch goes to one topic: {m.topic!r} is not {topic!r}")
+            if m.delay_level > 0 or m.deliver_time_ms is not None:
+                raise MQClientError("delayed messages cannot be sent in a batch")
+            if m.topic.startswith("%RETRY%"):
+                raise MQClientError("retry-topic messages cannot be sent in a batch")
+            p = self._prepare(m)
+            if p.sys_flag:  # Java never compresses inside a batch: the broker stores entries as sent
+                p = _Prepared(p.topic, bytes(m.body), p.properties, 0, p.flag, p.uniq_key)
+            parts.append(encode_message(p.body, p.properties, p.flag))
+            uniqs.append(p.uniq_key)
+        body = b"".join(parts)
+        if len(body) > self.max_message_size:
+            raise MQClientError(f"the batch is {len(body)} bytes; "
+                                f"max_message_size is {self.max_message_size}")
+        return _Prepared(topic, body, "", 0, 0, ",".join(uniqs), batch=True)
+
+    def _command(self, p: _Prepared, mq: MessageQueue) -> RemotingCommand:
+        header = SendMessageRequestHeader(
+            producerGroup=self.group, topic=p.topic, defaultTopic=self.create_topic_key,
+            defaultTopicQueueNums=self.default_topic_queue_nums, queueId=mq.queueId, sysFlag=p.sys_flag,
+            bornTimestamp=time.time_ns() // 1_000_000, flag=p.flag, properties=p.properties,
+            reconsumeTimes=0, unitMode=False, batch=p.batch, bname=mq.brokerName)
+        code = RequestCode.SEND_BATCH_MESSAGE if p.batch else RequestCode.SEND_MESSAGE_V2
+        return RemotingCommand.request(code, header.to_v2_ext(), p.body)
+
+    def _result(self, reply: RemotingCommand, p: _Prepared, mq: MessageQueue, addr: str) -> SendResult:
+        status = _STATUS_BY_CODE.get(reply.code)  # type: ignore[call-overload]
+        if status is None:
+            raise MQBrokerError(reply.code, reply.remark, addr)
+        try:
+            h = SendMessageResponseHeader.from_ext(reply.ext_fields)
+        except FormatError as e:
+            raise MQClientError(f"the send reply from {addr} is malformed: {e}") from e
+        return SendResult(status, p.uniq_key, h.msgId, MessageQueue(mq.topic, mq.brokerName, h.queueId),
+                          h.queueOffset, h.transactionId, reply.ext_fields.get("MSG_REGION"))
+
+    # -- sync -----------------------------------------------------------------------------------
+
+    async def send(
+        self,
+        msg: Message,
+        queue: MessageQueue | None = None,
+        *,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - RocketMQ's per-send timeout
+    ) -> SendResult:
+        """Send and wait for the broker's answer. ``queue`` or ``selector(queues, msg, arg)`` pin
+        the queue (ordered messages: the same ``arg``, the same queue)."""
+        return await self._send(self._prepare(msg), queue, selector, arg, msg, timeout)
+
+    async def send_batch(self, msgs: Sequence[Message], queue: MessageQueue | None = None,
+                         *, timeout: float | None = None) -> SendResult:  # noqa: ASYNC109
+        """One SEND_BATCH_MESSAGE: all to one topic and queue; ``msg_id`` joins the UNIQ_KEYs."""
+        return await self._send(self._prepare_batch(msgs), queue, None, None, None, timeout)
+
+    async def _send(self, p: _Prepared, queue: MessageQueue | None, selector: MessageQueueSelector | None,
+                    arg: Any, msg: Message | None, timeout: float | None) -> SendResult:  # noqa: ASYNC109
+        inst = self._instance()
+        budget = self.send_timeout if timeout is None else timeout
+        deadline = time.monotonic() + budget
+        pinned = queue is not None or selector is not None
+        attempts = 1 if pinned else 1 + self.retry_times
+        last_broker: str | None = None
+        errors: list[str] = []
+        last_error: Exception | None = None
+        for _ in range(attempts):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            if queue is not None:  # an explicit queue needs only its broker's address
+                mq = queue
+            elif selector is not None:
+                info = await self._publish_info(p.topic)
+                mq = selector(info.queues, msg if msg is not None else Message(p.topic, p.body), arg)
+            else:
+                mq = select_queue(await self._publish_info(p.topic), last_broker, self.fault)
+            last_broker = mq.brokerName
+            started = time.monotonic()
+            try:
+                addr = await inst.require_broker_addr(mq.brokerName, p.topic)
+                reply = await inst.invoke(addr, self._command(p, mq), left)
+                result = self._result(reply, p, mq, addr)
+            except (MQClientError, MQBrokerError) as e:
+                self._fault(mq.brokerName, started, isolation=True)
+                if isinstance(e, MQBrokerError) and e.code not in RETRY_CODES:
+                    raise
+                errors.append(f"{mq.brokerName}: {e}")
+                last_error = e
+                continue
+            self._fault(mq.brokerName, started, isolation=False)
+            if result.status is not SendStatus.SEND_OK and self.retry_not_store_ok and not pinned:
+                errors.append(f"{mq.brokerName}: {result.status.name}")
+                continue
+            return result
+        if isinstance(last_error, MQBrokerError) and len(errors) == 1:
+            raise last_error
+        if isinstance(last_error, MQBrokerError):
+            raise MQBrokerError(last_error.code, f"{last_error.remark} (after {len(errors)} attempts: "
+                                + "; ".join(errors) + ")", last_error.addr) from last_error
+        raise MQClientError(f"send to {p.topic!r} failed after {len(errors)} attempt(s) in {budget:.1f} s: "
+                            + ("; ".join(errors) or "timed out"))
+
+    def _fault(self, broker: str, started: float, *, isolation: bool) -> None:
+        if self.fault is not None:
+            self.fault.update(broker, int((time.monotonic() - started) * 1000), isolation)
+
+    # -- oneway ---------------------------------------------------------------------------------
+
+    async def send_oneway(self, msg: Message, queue: MessageQueue | None = None) -> None:
+        """Send without an answer: nothing tells whether the broker stored it."""
+        p = self._prepare(msg)
+        info = await self._publish_info(p.topic)
+        mq = queue or select_queue(info, None, self.fault)
+        inst = self._instance()
+        addr = await inst.require_broker_addr(mq.brokerName, p.topic)
+        conn = await inst.connection(addr)
+        conn.send_oneway(self._command(p, mq))
+
+    # -- async ----------------------------------------------------------------------------------
+
+    def send_async(self, msg: Message,
+                   callback: Callable[[asyncio.Future[SendResult]], None] | None = None,
+                   ) -> asyncio.Future[SendResult]:
+        """Start a send and return its future at once (``callback(future)`` runs when it is done).
+        At most ``async_window`` are in flight; up to ``async_backlog`` more wait their turn."""
+        self._instance()
+        p = self._prepare(msg)
+        fut: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
+        if callback is not None:
+            fut.add_done_callback(callback)
+        if self._inflight < self.async_window:
+            self._launch(p, fut, self.retry_times_async, None)
+        elif len(self._backlog) < self.async_backlog:
+            self._backlog.append((p, fut))
+        else:
+            raise MQClientError(f"{self.async_window} async sends in flight and "
+                                f"{len(self._backlog)} waiting: "
+                                "await some before sending more")
+        return fut
+
+    async def flush(self) -> None:
+        """Wait until every async send has completed."""
+        if self._idle is not None:
+            await self._idle.wait()
+
+    def _launch(self, p: _Prepared, fut: asyncio.Future[SendResult], retries: int, last: str | None) -> None:
+        self._inflight += 1
+        if self._idle is not None:
+            self._idle.clear()
+        inst = self._instance()
+        info = self._infos.get(p.topic)
+        if info is not None:
+            mq = select_queue(info, last, self.fault)
+            addr = inst.broker_addr(mq.brokerName)
+            conn = inst.remoting.cached(addr) if addr is not None else None
+            if conn is not None and addr is not None:
+                try:
+                    rf = conn.request_future(self._command(p, mq), self.send_timeout)
+                except Exception as e:  # noqa: BLE001 - reported through the future
+                    self._async_done(p, fut, retries, mq, "", time.monotonic(), None, e)
+                    return
+                started = time.monotonic()
+                rf.add_done_callback(lambda r: self._async_done(p, fut, retries, mq, addr, started, r, None))
+                return
+        asyncio.get_running_loop().create_task(self._slow_launch(p, fut, retries, last))
+
+    async def _slow_launch(self, p: _Prepared, fut: asyncio.Future[SendResult], retries: int,
+                           last: str | None) -> None:
+        started = time.monotonic()
+        mq = MessageQueue(p.topic, last or "?", -1)
+        addr = ""
+        try:
+            info = await self._publish_info(p.topic)
+            mq = select_queue(info, last, self.fault)
+            inst = self._instance()
+            addr = await inst.require_broker_addr(mq.brokerName, p.topic)
+            conn = await inst.connection(addr)
+            started = time.monotonic()
+            reply = await conn.request_future(self._command(p, mq), self.send_timeout)
+        except Exception as e:  # noqa: BLE001 - reported through the future
+            self._async_done(p, fut, retries, mq, addr, started, None, e)
+            return
+        self._async_done(p, fut, retries, mq, addr, started, None, None, reply)
+
+    def _async_done(self, p: _Prepared, fut: asyncio.Future[SendResult], retries: int, mq: MessageQueue,
+                    addr: str, started: float, rf: asyncio.Future[RemotingCommand] | None,
+                    error: BaseException | None, reply: RemotingCommand | None = None) -> None:
+        self._inflight -= 1
+        result: SendResult | None = None
+        if error is None and rf is not None:
+            if rf.cancelled():
+                error = MQClientError("the send was cancelled")
+            else:
+                error = rf.exception()
+                reply = None if error is not None else rf.result()
+        if error is None and reply is not None:
+            try:
+                result = self._result(reply, p, mq, addr)
+            except (MQBrokerError, MQClientError) as e:
+                error = e
+        if error is not None:
+            self._fault(mq.brokerName, started, isolation=True)
+            retryable = not isinstance(error, MQBrokerError) or error.code in RETRY_CODES
+            if retries > 0 and retryable and not fut.done() and self._started:
+                self._launch(p, fut, retries - 1, mq.brokerName)
+                return
+            if not fut.done():
+                fut.set_exception(error if isinstance(error, MQClientError | MQBrokerError)
+                                  else MQClientError(f"async send to {p.topic!r} failed: {error}"))
+        else:
+            self._fault(mq.brokerName, started, isolation=False)
+            if not fut.done() and result is not None:
+                fut.set_result(result)
+        self._next_from_backlog()
+
+    def _next_from_backlog(self) -> None:
+        while self._backlog and self._inflight < self.async_window:
+            p, fut = self._backlog.popleft()
+            if not fut.done():
+                self._launch(p, fut, self.retry_times_async, None)
+        if self._inflight == 0 and not self._backlog and self._idle is not None:
+            self._idle.set()
+
+
+def _packed_ipv4(ip: str) -> bytes:
+    try:
+        parts = bytes(int(x) for x in ip.split("."))
+    except ValueError:
+        return b"\x7f\x00\x00\x01"
+    return parts if len(parts) == 4 else b"\x7f\x00\x00\x01"

@@ -1,0 +1,1 @@
+from clientconf import cluster  # noqa: F401 - the fixture

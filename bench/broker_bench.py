@@ -375,7 +375,8 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def broker_process(flush: str) -> Iterator[tuple[str, int]]:
+def broker_process(flush: str) -> Iterator[tuple[str, int, str]]:
+    """``rocketlite start`` in a temporary folder: (broker address, pid, NameServer address)."""
     base = Path(tempfile.mkdtemp(prefix="rocketlite-bench-", dir="."))
     ns, port = free_port(), free_port()
     proc = subprocess.Popen(
@@ -394,7 +395,7 @@ def broker_process(flush: str) -> Iterator[tuple[str, int]]:
                 raise RuntimeError(f"broker exited with {proc.returncode}")
             if "rocketlite ready" in line:
                 break
-        yield f"127.0.0.1:{port}", proc.pid
+        yield f"127.0.0.1:{port}", proc.pid, f"127.0.0.1:{ns}"
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -521,8 +522,8 @@ def main() -> None:
         }[name]
         flush = "SYNC_FLUSH" if name == "sync" else "ASYNC_FLUSH"
         with contextlib.ExitStack() as stack:
-            addr, pid = ((args.broker, None) if args.broker
-                         else stack.enter_context(broker_process(flush)))
+            addr, pid, _ = ((args.broker, None, "") if args.broker
+                            else stack.enter_context(broker_process(flush)))
             coro = scenario(args, name, addr, pid)
             r = uvloop.run(coro) if uvloop else asyncio.run(coro)
         results[name] = r

@@ -94,6 +94,25 @@ async def test_timeout_then_connection_still_usable(fx: Fixture) -> None:
     assert r.ext_fields["echo"] == "1"
 
 
+async def test_request_futures_time_out_and_leave_nothing_behind(fx: Fixture) -> None:
+    conn = await fx.client.connection(fx.addr)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    slow = conn.request_future(RemotingCommand.request(SLOW, {"s": "0.5"}), 0.1)
+    fast = conn.request_future(RemotingCommand.request(ECHO, {"v": "f"}), 5)
+    cancelled = conn.request_future(RemotingCommand.request(SLOW, {"s": "0.3"}), 5)
+    cancelled.cancel()
+    assert (await fast).ext_fields["echo"] == "f"
+    with pytest.raises(RemotingTimeoutError, match="within 0.100 s"):
+        await slow
+    assert 0.1 <= loop.time() - started < 1.0
+    for _ in range(100):  # the sweep forgets answered, expired and cancelled requests
+        if not conn._pending and not conn._deadlines:
+            break
+        await asyncio.sleep(0.05)
+    assert not conn._pending and not conn._deadlines
+
+
 async def test_oneway_gets_no_reply(fx: Fixture) -> None:
     await fx.client.invoke_oneway(fx.addr, RemotingCommand.request(ONEWAY, {"n": "1"}))
     await fx.client.invoke(fx.addr, RemotingCommand.request(ECHO), 5)  # ordered after it

@@ -19,11 +19,12 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import os
+import re
 import secrets
 import struct
 import time
 import zlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -269,15 +270,10 @@ class UniqKeyGenerator:
         return [self.next() for _ in range(n)]
 
 
-def join_keys(keys: Iterable[str]) -> str:
-    return props.KEY_SEPARATOR.join(keys)
+_TOPIC = re.compile(r"[%|a-zA-Z0-9_-]{1,127}")
 
 
 def check_topic(topic: str) -> None:
     """Java's ``Validators.checkTopic``: 1-127 characters of ``[%|a-zA-Z0-9_-]``."""
-    if not topic or len(topic) > 127 or not all(c.isascii() and (c.isalnum() or c in "%|_-") for c in topic):
+    if _TOPIC.fullmatch(topic) is None:
         raise MQClientError(f"topic {topic!r} is invalid: 1-127 characters of letters, digits, %, |, _ or -")
-
-
-def property_text(p: Mapping[str, str]) -> str:
-    return props.encode_properties(p)

@@ -18,6 +18,7 @@ with SYSTEM_ERROR when its opaque can be read.
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import logging
 import socket
@@ -33,6 +34,8 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_FRAME = 16 * 1024 * 1024
 DEFAULT_MAX_INFLIGHT = 1024
 DEFAULT_MAX_PENDING = 65536
+TIMEOUT_SWEEP = 0.02
+"""Seconds between checks for requests past their deadline (Java scans every second)."""
 
 
 def _packed_ip(ip: str) -> bytes:
@@ -83,6 +86,10 @@ class Connection(asyncio.Protocol):
         self._out: list[bytes] = []  # frames waiting to be written together
         self._in_read = False
         self._flush_scheduled = False
+        # request timeouts: per timeout value, (deadline, opaque, future, code) in sending order
+        self._deadlines: dict[float, collections.deque[
+            tuple[float, int, asyncio.Future[RemotingCommand], int]]] = {}
+        self._sweeper: asyncio.TimerHandle | None = None
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
 
@@ -126,6 +133,10 @@ class Connection(asyncio.Protocol):
             self._flush_out()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
+        self._deadlines.clear()
         err = RemotingError(f"connection to {self.peer} closed" + (f": {exc}" if exc else ""))
         pending, self._pending = self._pending, {}
         for fut in pending.values():
@@ -265,9 +276,10 @@ class Connection(asyncio.Protocol):
         return await self.request_future(cmd, timeout)
 
     def request_future(self, cmd: RemotingCommand, timeout: float) -> asyncio.Future[RemotingCommand]:
-        """Send a request now; the future gets its response, or ``RemotingTimeoutError`` after
-        ``timeout`` seconds, or ``RemotingError`` if the connection closes first. No task: a
-        timer and a done callback, so a pipelining caller pays little per request."""
+        """Send a request now; the future gets its response, or ``RemotingTimeoutError`` once
+        ``timeout`` seconds have passed (checked every ``TIMEOUT_SWEEP`` s), or ``RemotingError``
+        if the connection closes first. No task and no timer per request: the deadline joins a
+        FIFO of requests with the same timeout, which one periodic sweep walks."""
         if not self.is_open:
             raise RemotingError(f"connection to {self.peer} is closed")
         pending = self._pending
@@ -277,21 +289,35 @@ class Connection(asyncio.Protocol):
         opaque = cmd.opaque = next(self._opaques) & 0x7FFFFFFF
         fut: asyncio.Future[RemotingCommand] = loop.create_future()
         pending[opaque] = fut
-        timer = loop.call_later(timeout, self._expire, opaque, cmd.code, timeout)
-
-        def done(_f: asyncio.Future[RemotingCommand]) -> None:
-            timer.cancel()
-            pending.pop(opaque, None)
-
-        fut.add_done_callback(done)
+        fifo = self._deadlines.get(timeout)
+        if fifo is None:
+            fifo = self._deadlines[timeout] = collections.deque()
+        fifo.append((loop.time() + timeout, opaque, fut, cmd.code))
+        if len(fifo) > 2 * len(pending) + 1024:  # answered requests pile up: keep the waiting ones
+            for e in fifo:
+                if e[2].cancelled():
+                    pending.pop(e[1], None)
+            self._deadlines[timeout] = collections.deque(e for e in fifo if not e[2].done())
+        if self._sweeper is None:
+            self._sweeper = loop.call_later(TIMEOUT_SWEEP, self._sweep)
         self.send(cmd)
         return fut
 
-    def _expire(self, opaque: int, code: int, timeout: float) -> None:
-        fut = self._pending.pop(opaque, None)
-        if fut is not None and not fut.done():
-            fut.set_exception(RemotingTimeoutError(
-                f"no response from {self.peer} to request {code} within {timeout:.3f} s"))
+    def _sweep(self) -> None:
+        """Fail the requests whose deadline passed; drop answered ones from the FIFOs' heads."""
+        self._sweeper = None
+        now = asyncio.get_running_loop().time()
+        for timeout, fifo in list(self._deadlines.items()):
+            while fifo and (fifo[0][0] <= now or fifo[0][2].done()):
+                _, opaque, fut, code = fifo.popleft()
+                self._pending.pop(opaque, None)  # answered (already gone), cancelled or expired
+                if not fut.done():
+                    fut.set_exception(RemotingTimeoutError(
+                        f"no response from {self.peer} to request {code} within {timeout:.3f} s"))
+            if not fifo:
+                del self._deadlines[timeout]
+        if self._deadlines:
+            self._sweeper = asyncio.get_running_loop().call_later(TIMEOUT_SWEEP, self._sweep)
 
     def send_oneway(self, cmd: RemotingCommand) -> None:
         cmd.flag |= 0x2

@@ -1,0 +1,156 @@
+"""Load generator built on rocketlite's own client (``rocketlite.client``): the broker benchmark's
+figures with the first-party producer and push consumer doing the work, so the client's own cost
+shows (compare with ``broker_bench.py``, whose lean hand-rolled client spends as little as it can).
+
+    python bench/client_bench.py                      # start a broker, run every scenario
+    python bench/client_bench.py --scenario async --seconds 10
+
+Scenarios:
+  sync     ``await producer.send()`` in a loop: one in flight, bounded by the round trip
+  async    ``producer.send_async()`` from one plain loop, ``--window`` in flight
+  batch    ``send_batch`` of ``--batch`` messages, ``--window`` batches in flight
+  consume  a PushConsumer over a preloaded topic (``--preload`` messages)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import contextlib
+import os
+import time
+
+from broker_bench import CpuMeter, broker_process, fmt, percentiles
+from rocketlite.client.instance import ClientConfig
+from rocketlite.client.message import Message, MessageExt
+from rocketlite.client.producer import Producer
+from rocketlite.client.push_consumer import ConsumeStatus, PushConsumer
+from rocketlite.protocol.bodies import ConsumeFromWhere
+
+
+async def run_sync(p: Producer, body: bytes, seconds: float) -> dict[str, object]:
+    lat: list[int] = []
+    end = time.monotonic() + seconds
+    t0 = time.perf_counter()
+    while time.monotonic() < end:
+        s = time.perf_counter_ns()
+        await p.send(Message("BenchClient", body))
+        lat.append(time.perf_counter_ns() - s)
+    return {"messages": len(lat), "msgs_per_s": len(lat) / (time.perf_counter() - t0), **percentiles(lat)}
+
+
+async def run_async(p: Producer, body: bytes, seconds: float, window: int) -> dict[str, object]:
+    p.async_window = window
+    done = errors = 0
+
+    def on_done(f: asyncio.Future[object]) -> None:
+        nonlocal done, errors
+        done += 1
+        if f.exception() is not None:
+            errors += 1
+
+    end = time.monotonic() + seconds
+    t0 = time.perf_counter()
+    pending: collections.deque[asyncio.Future[object]] = collections.deque()
+    while time.monotonic() < end:
+        pending.append(p.send_async(Message("BenchClient", body), callback=on_done))  # type: ignore[arg-type]
+        if len(pending) >= 2 * window:  # the window is full and as many wait: let replies come
+            await pending.popleft()
+    await p.flush()
+    return {"messages": done, "msgs_per_s": done / (time.perf_counter() - t0), "errors": errors}
+
+
+async def run_batch(p: Producer, body: bytes, seconds: float, window: int, batch: int) -> dict[str, object]:
+    msgs = [Message("BenchBatch", body) for _ in range(batch)]
+    sent = 0
+    end = time.monotonic() + seconds
+
+    async def worker() -> None:
+        nonlocal sent
+        while time.monotonic() < end:
+            await p.send_batch(msgs)
+            sent += batch
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(window)))
+    return {"messages": sent, "msgs_per_s": sent / (time.perf_counter() - t0)}
+
+
+async def run_consume(ns: str, p: Producer, body: bytes, preload: int, pid: int | None) -> dict[str, object]:
+    msgs = [Message("BenchConsumeC", body) for _ in range(250)]
+    for _ in range(preload // 250):
+        await p.send_batch(msgs)
+    got = 0
+    finished = asyncio.Event()
+
+    def handler(batch: list[MessageExt]) -> ConsumeStatus:
+        nonlocal got
+        got += len(batch)
+        if got >= preload:
+            finished.set()
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    c = PushConsumer("BenchGroup", config=ClientConfig(namesrv_addr=ns), pull_batch_size=32,
+                     consume_message_batch_max_size=32,
+                     consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    c.subscribe("BenchConsumeC")
+    c.register_listener(handler)
+    cpu = CpuMeter(pid)
+    t0 = time.perf_counter()
+    await c.start()
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(120):
+            await finished.wait()
+    elapsed = time.perf_counter() - t0
+    await c.shutdown()
+    return {"messages": got, "msgs_per_s": got / elapsed, **cpu.result(got)}
+
+
+async def scenario(args: argparse.Namespace, name: str, ns: str, pid: int | None) -> dict[str, object]:
+    body = os.urandom(args.size)
+    async with Producer("BenchProducer", namesrv_addr=ns) as p:
+        await p.send(Message("BenchClient", body))  # routes, connection, topic creation
+        await p.send(Message("BenchBatch", body))
+        if name == "consume":
+            return await run_consume(ns, p, body, args.preload, pid)
+        cpu = CpuMeter(pid)
+        if name == "sync":
+            r = await run_sync(p, body, args.seconds)
+        elif name == "async":
+            r = await run_async(p, body, args.seconds, args.window)
+        else:
+            r = await run_batch(p, body, args.seconds, max(1, args.window // 16), args.batch)
+        r.update(cpu.result(int(r["messages"])))  # type: ignore[call-overload]
+        return r
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--namesrv", help="host:port of a running NameServer (default: start a broker)")
+    ap.add_argument("--scenario", action="append", choices=["sync", "async", "batch", "consume"])
+    ap.add_argument("--size", type=int, default=128)
+    ap.add_argument("--window", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--preload", type=int, default=200_000)
+    args = ap.parse_args()
+    try:
+        import uvloop
+    except ImportError:
+        uvloop = None
+    print(f"rocketlite client as the load generator; {args.size} B bodies; client and broker on this machine")
+    for name in args.scenario or ["sync", "async", "batch", "consume"]:
+        label = {"sync": "send(), 1 in flight", "async": f"send_async(), window {args.window}",
+                 "batch": f"send_batch() of {args.batch}, {max(1, args.window // 16)} in flight",
+                 "consume": f"PushConsumer, {args.preload:,} preloaded"}[name]
+        with contextlib.ExitStack() as stack:
+            ns, pid = ((args.namesrv, None) if args.namesrv
+                       else stack.enter_context(broker_process("ASYNC_FLUSH"))[2:0:-1])
+            coro = scenario(args, name, ns, pid)
+            r = uvloop.run(coro) if uvloop else asyncio.run(coro)
+        print(fmt(label, r), flush=True)
+
+
+if __name__ == "__main__":
+    main()

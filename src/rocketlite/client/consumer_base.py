@@ -56,6 +56,8 @@ def dlq_topic(group: str) -> str:
 
 class ConsumerBase(abc.ABC):
     consume_type = ConsumeType.CONSUME_PASSIVELY
+    subscribe_retry_topic = True
+    """Clustering consumers follow ``%RETRY%<group>`` (lite pull consumers do not)."""
 
     def __init__(
         self,
@@ -106,7 +108,8 @@ class ConsumerBase(abc.ABC):
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def _start_base(self) -> None:
-        if self.clustering and retry_topic(self.group) not in self.subscriptions:
+        if (self.clustering and self.subscribe_retry_topic
+                and retry_topic(self.group) not in self.subscriptions):
             self.subscriptions[retry_topic(self.group)] = SubscriptionData.from_expression(
                 retry_topic(self.group), "*")
         inst = self.instance = ClientInstance(self.config)

@@ -1,4 +1,28 @@
 """rocketlite's own RocketMQ client: Remoting protocol, asyncio first, with a thin sync wrapper.
 
-Works against rocketlite and, by the protocol, against Apache RocketMQ 4.x/5.x brokers.
+Works against rocketlite and, by the protocol, against Apache RocketMQ 4.x/5.x brokers. See
+docs/client.md for a guide.
 """
+
+from rocketlite.client.errors import MQBrokerError, MQClientError
+from rocketlite.client.instance import ClientConfig
+from rocketlite.client.lite_pull_consumer import LitePullConsumer
+from rocketlite.client.message import Message, MessageExt
+from rocketlite.client.producer import Producer, SendResult, SendStatus, select_by_hash
+from rocketlite.client.push_consumer import ConsumeStatus, OrderlyStatus, PushConsumer
+
+__all__ = [
+    "ClientConfig",
+    "ConsumeStatus",
+    "LitePullConsumer",
+    "MQBrokerError",
+    "MQClientError",
+    "Message",
+    "MessageExt",
+    "OrderlyStatus",
+    "Producer",
+    "PushConsumer",
+    "SendResult",
+    "SendStatus",
+    "select_by_hash",
+]

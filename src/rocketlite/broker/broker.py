@@ -137,6 +137,9 @@ class Broker:
         self._register_now = asyncio.Event()
         self.topics.on_change.append(lambda _tc: self._wake_register())
         self.running = True
+        # Register once before start returns (as Java's BrokerController.start does), so a client
+        # started right after the broker finds its routes; the loop then keeps it registered.
+        await self.register_all()
         self._tasks = [
             asyncio.create_task(self._register_loop(), name="broker-register"),
             asyncio.create_task(self._persist_loop(), name="broker-persist"),

@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rocketlite.broker.admin import AdminProcessor
@@ -37,6 +38,7 @@ from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection
 from rocketlite.remoting.server import RemotingServer
 from rocketlite.store.config import StoreConfig
+from rocketlite.store.message import MessageToStore
 from rocketlite.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -94,6 +96,11 @@ class Broker:
         self.stats = BrokerStats()
         self.client = RemotingClient()
         self.boot_timestamp = now_ms()
+        # Where a message is stored instead of its topic (transaction half messages, timers,
+        # delay levels): each diverter returns the message to store instead, or None to pass;
+        # the first that answers wins. Applied to single sends (batches cannot be delayed or
+        # transactional) and to messages the broker re-writes itself (send-back).
+        self.diverters: list[Callable[[MessageToStore], MessageToStore | None]] = []
         self.send = SendProcessor(self)
         self.pull = PullProcessor(self)
         self.admin = AdminProcessor(self)
@@ -183,6 +190,16 @@ class Broker:
         log.info("broker %s stopped", self.config.broker_name)
         if failure is not None:
             raise failure
+
+    def divert(self, msg: MessageToStore) -> MessageToStore:
+        """``msg`` as the first diverter that claims it rewrites it, else unchanged. A diverter
+        raises ``MessageIllegalError`` for a message it must refuse (e.g. a delay beyond the
+        maximum)."""
+        for diverter in self.diverters:
+            out = diverter(msg)
+            if out is not None:
+                return out
+        return msg
 
     # -- notifications ---------------------------------------------------------------------
 

@@ -60,6 +60,16 @@ Reply = RemotingCommand | Awaitable[RemotingCommand | None] | None
 Held = tuple[Connection, RemotingCommand, int, int, int, str | None]
 
 
+_TXN_MASK = 0x4 | 0x8  # sysFlag: a prepared (0x4) or committed (0x8) transactional message
+_DIVERT_MARKS = ("DELAY\x01", "TIMER_")
+
+
+def may_divert(properties: str) -> bool:
+    """Whether a message may be stored somewhere other than its topic (a delay level or a timer
+    property): a cheap test on the encoded properties, exact checks are the diverters'."""
+    return any(mark in properties for mark in _DIVERT_MARKS)
+
+
 def _answer(conn: Connection, cmd: RemotingCommand, code: int, remark: str) -> None:
     """An error reply, unless the request was oneway (nobody waits for it)."""
     if not cmd.flag & RPC_ONEWAY:
@@ -76,6 +86,7 @@ class SendProcessor:
         self.stats = broker.stats
         self._pending: list[tuple[Connection, RemotingCommand, MessageToStore]] = []
         self._scheduled = False
+        self._diverters = broker.diverters
         self.refresh_store_address()
 
     def refresh_store_address(self) -> None:
@@ -157,10 +168,13 @@ class SendProcessor:
                  queue_id: int) -> Reply:
         """Queue the message; every send that arrives in this loop iteration (on any connection)
         is appended with one CommitLog append in ``_append_pending``, and answered then."""
-        self._pending.append((conn, cmd, MessageToStore(
+        msg = MessageToStore(
             h.topic, cmd.body, queue_id, h.flag, h.properties or "", h.sysFlag, h.bornTimestamp,
             conn.peer_host, conn.peer_port, h.reconsumeTimes or 0,
-        )))
+        )
+        if self._diverters and (h.sysFlag & _TXN_MASK or may_divert(msg.properties)):
+            msg = self.broker.divert(msg)
+        self._pending.append((conn, cmd, msg))
         if not self._scheduled:
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self._append_pending)

@@ -37,13 +37,11 @@ from rocketlite.client.message import (
     compression_flag,
 )
 from rocketlite.client.route import TopicPublishInfo, publish_info
-from rocketlite.common.errors import FormatError
 from rocketlite.formats import properties as props
 from rocketlite.formats.javahash import java_string_hash
 from rocketlite.protocol.bodies import MessageQueue, TopicRouteData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
-from rocketlite.protocol.headers import SendMessageRequestHeader, SendMessageResponseHeader
 from rocketlite.protocol.message_batch import encode_message
 
 log = logging.getLogger(__name__)
@@ -141,6 +139,7 @@ class Producer:
         self.fault = LatencyFaultTolerance() if latency_fault_enable else None
         self.create_topic_key = create_topic_key
         self.default_topic_queue_nums = default_topic_queue_nums
+        self._valid_topics: set[str] = set()  # names check_topic passed (bounded)
         self.async_window = async_window
         self.async_backlog = async_backlog
         self.instance: ClientInstance | None = None
@@ -237,7 +236,12 @@ class Producer:
     # -- message preparation --------------------------------------------------------------------
 
     def _prepare(self, msg: Message) -> _Prepared:
-        check_topic(msg.topic)
+        topic = msg.topic
+        if topic not in self._valid_topics:
+            check_topic(topic)
+            if len(self._valid_topics) >= 4096:
+                self._valid_topics.clear()
+            self._valid_topics.add(topic)
         body = msg.body
         if not isinstance(body, bytes | bytearray | memoryview):
             raise MQClientError(f"message body must be bytes, not {type(body).__name__}")
@@ -280,24 +284,34 @@ class Producer:
         return _Prepared(topic, body, "", 0, 0, ",".join(uniqs), batch=True)
 
     def _command(self, p: _Prepared, mq: MessageQueue) -> RemotingCommand:
-        header = SendMessageRequestHeader(
-            producerGroup=self.group, topic=p.topic, defaultTopic=self.create_topic_key,
-            defaultTopicQueueNums=self.default_topic_queue_nums, queueId=mq.queueId, sysFlag=p.sys_flag,
-            bornTimestamp=time.time_ns() // 1_000_000, flag=p.flag, properties=p.properties,
-            reconsumeTimes=0, unitMode=False, batch=p.batch, bname=mq.brokerName)
+        """SEND_MESSAGE_V2 (or SEND_BATCH_MESSAGE) with SendMessageRequestHeaderV2's one-letter
+        fields, built straight into the ext map (the same map ``SendMessageRequestHeader
+        .to_v2_ext`` makes; checked by a test) since this runs once per message."""
+        ext = {
+            "a": self.group, "b": p.topic, "c": self.create_topic_key,
+            "d": str(self.default_topic_queue_nums), "e": str(mq.queueId), "f": str(p.sys_flag),
+            "g": str(time.time_ns() // 1_000_000),
+            "h": str(p.flag), "i": p.properties, "j": "0", "k": "false",
+            "m": "true" if p.batch else "false", "n": mq.brokerName,
+        }
         code = RequestCode.SEND_BATCH_MESSAGE if p.batch else RequestCode.SEND_MESSAGE_V2
-        return RemotingCommand.request(code, header.to_v2_ext(), p.body)
+        return RemotingCommand.request(code, ext, p.body)
 
     def _result(self, reply: RemotingCommand, p: _Prepared, mq: MessageQueue, addr: str) -> SendResult:
         status = _STATUS_BY_CODE.get(reply.code)  # type: ignore[call-overload]
         if status is None:
             raise MQBrokerError(reply.code, reply.remark, addr)
-        try:
-            h = SendMessageResponseHeader.from_ext(reply.ext_fields)
-        except FormatError as e:
-            raise MQClientError(f"the send reply from {addr} is malformed: {e}") from e
-        return SendResult(status, p.uniq_key, h.msgId, MessageQueue(mq.topic, mq.brokerName, h.queueId),
-                          h.queueOffset, h.transactionId, reply.ext_fields.get("MSG_REGION"))
+        ext = reply.ext_fields
+        try:  # SendMessageResponseHeader's fields, read directly: once per message
+            msg_id = ext["msgId"]
+            queue_id = int(ext["queueId"])
+            queue_offset = int(ext["queueOffset"])
+        except (KeyError, ValueError) as e:
+            raise MQClientError(f"the send reply from {addr} is malformed: {e!r} in {ext}") from e
+        if queue_id != mq.queueId:
+            mq = MessageQueue(mq.topic, mq.brokerName, queue_id)
+        return SendResult(status, p.uniq_key, msg_id, mq, queue_offset, ext.get("transactionId"),
+                          ext.get("MSG_REGION"))
 
     # -- sync -----------------------------------------------------------------------------------
 

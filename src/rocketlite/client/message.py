@@ -154,7 +154,20 @@ class MessageExt:
         return self.properties.get(props.UNIQ_KEY)
 
 
+_HOSTS: dict[tuple[bytes, int], str] = {}  # "ip:port" by address: a pull repeats a few hosts
+
+
 def _host(ip: bytes, port: int) -> str:
+    key = (ip, port)
+    text = _HOSTS.get(key)
+    if text is None:
+        if len(_HOSTS) >= 4096:
+            _HOSTS.clear()
+        text = _HOSTS[key] = _format_host(ip, port)
+    return text
+
+
+def _format_host(ip: bytes, port: int) -> str:
     if len(ip) == 4:
         return f"{ip[0]}.{ip[1]}.{ip[2]}.{ip[3]}:{port}"
     import ipaddress

@@ -82,6 +82,7 @@ TOTALSIZE_MAGIC = struct.Struct(">ii")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _U16 = struct.Struct(">H")
+_PORT = _I32
 
 # With IPv4 hosts and a V1 topic length: head 48 + born 8 + store ts 8 + store 8 + reconsume 4
 # + prepared 8 + body len 4 + topic len 1 + properties len 2.
@@ -393,6 +394,33 @@ def decode_record(
 ) -> MessageRecord | None:
     """Decode the record at ``pos``; None for a BLANK record. Raises CorruptRecordError."""
     lim = len(buf) if limit is None else limit
+    if lim - pos >= _V4_BODY_AT:
+        # The common case (IPv4 hosts, V1 topic) in one unpack; a pull reply is a run of these.
+        f = _V4_FIXED.unpack_from(buf, pos)
+        size, body_len = f[0], f[14]
+        if f[1] == MAGIC_V1 and not f[7] & _HOSTS_V6 and FIXED_SIZE_V4 <= size <= lim - pos \
+                and body_len >= 0:
+            body_at = pos + _V4_BODY_AT
+            topic_at = body_at + body_len + 1
+            end = pos + size
+            if topic_at + 2 <= end:
+                topic_len = buf[topic_at - 1]
+                props_at = topic_at + topic_len + 2
+                if props_at <= end and props_at + _U16.unpack_from(buf, props_at - 2)[0] == end:
+                    body = bytes(buf[body_at : topic_at - 1])
+                    topic_b = bytes(buf[topic_at : topic_at + topic_len])
+                    props_b = bytes(buf[props_at:end])
+                    if verify_crc and (
+                            crc32(body) & 0x7FFFFFFF != f[2] or not topic_len
+                            or b"\x00" in topic_b or b"\x00" in props_b):
+                        _parse(buf, pos, lim, verify_crc)  # raises, naming the fault
+                    born, store = f[9], f[11]
+                    return MessageRecord(
+                        size, MAGIC_V1, f[2], f[3], f[4], f[5], f[6], f[7], f[8],
+                        born[:4], _PORT.unpack_from(born, 4)[0], f[10], store[:4],
+                        _PORT.unpack_from(store, 4)[0], f[12], f[13], body,
+                        topic_b.decode("utf-8", "replace"), props_b.decode("utf-8", "replace"),
+                    )
     parts = _parse(buf, pos, lim, verify_crc)
     if not parts:
         return None

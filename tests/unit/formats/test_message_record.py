@@ -44,6 +44,8 @@ def test_record_round_trip(m: rec.MessageRecord) -> None:
     data = m.encode()
     assert len(data) == m.total_size
     assert rec.decode_record(data) == m
+    assert rec.decode_record(data, verify_crc=False) == m
+    assert rec.decode_record(memoryview(data), 0, len(data)) == m
     assert rec.check_record(data, 0, len(data)) == len(data)
     s = rec.summarize_record(data, 0, len(data))
     assert s is not None and s.topic == m.topic and s.queue_offset == m.queue_offset
@@ -132,6 +134,8 @@ def test_check_record_fast_and_full_paths_agree_on_damage(m: rec.MessageRecord,
         raw[body_at + i] ^= 0x5A
         with pytest.raises(CorruptRecordError):
             rec.check_record(bytes(raw), 0, len(raw))
+        with pytest.raises(CorruptRecordError, match="CRC"):
+            rec.decode_record(bytes(raw), 0, len(raw))
         raw[body_at + i] ^= 0x5A
     tail = len(m.topic.encode()) + 2 + len(m.properties_text.encode())
     j = data.draw(st.integers(len(raw) - tail, len(raw) - 1))
@@ -140,3 +144,5 @@ def test_check_record_fast_and_full_paths_agree_on_damage(m: rec.MessageRecord,
         raw[j] = 0
         with pytest.raises(CorruptRecordError):
             rec.check_record(bytes(raw), 0, len(raw))
+        with pytest.raises(CorruptRecordError):
+            rec.decode_record(bytes(raw), 0, len(raw))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import itertools
 from pathlib import Path
 
 import pytest
@@ -180,6 +181,45 @@ async def test_orderly_consumer_sees_increasing_offsets_per_queue(cluster: Clust
         assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets)
         assert offsets == list(range(len(offsets)))
     assert failed_once == set(seen)
+
+
+async def test_orderly_offsets_stay_increasing_while_a_second_consumer_joins(cluster: Cluster) -> None:
+    """A queue handed over to a joining consumer moves under the broker's lock: each consumer
+    sees every queue's offsets strictly increasing, one consumer at a time per queue, and
+    together they see everything (a handover may repeat what was not yet committed)."""
+    sent = await produce(cluster, "PT6B", 400)
+    seen: list[dict[int, list[int]]] = [collections.defaultdict(list), collections.defaultdict(list)]
+    busy: dict[int, int] = {}  # queue id -> consumer index now inside the handler for it
+    overlaps: list[int] = []
+    bodies: set[bytes] = set()
+
+    def handler_for(i: int) -> object:
+        async def handler(msgs: list[MessageExt]) -> OrderlyStatus:
+            m = msgs[0]
+            if busy.setdefault(m.queue_id, i) != i:
+                overlaps.append(m.queue_id)
+            await asyncio.sleep(0.004)  # slow enough that the join lands mid-stream
+            del busy[m.queue_id]
+            seen[i][m.queue_id].append(m.queue_offset)
+            bodies.add(m.body)
+            return OrderlyStatus.SUCCESS
+        return handler
+
+    cs = [consumer(cluster, "G6B", "PT6B", handler_for(i), orderly=True) for i in range(2)]
+    await cs[0].start()
+    try:
+        await eventually(lambda: sum(map(len, seen[0].values())) >= 40, 20)
+        await cs[1].start()
+        await eventually(lambda: len(bodies) == 400, 30)
+    finally:
+        for c in cs:
+            await c.shutdown()
+    assert sorted(bodies) == sorted(sent)
+    assert seen[1], "the second consumer took no queue"
+    for per_queue in seen:
+        for offsets in per_queue.values():
+            assert all(a < b for a, b in itertools.pairwise(offsets)), offsets
+    assert not overlaps, f"two consumers inside one queue at once: {overlaps}"
 
 
 async def test_broadcasting_gives_every_consumer_everything(cluster: Cluster, tmp_path: Path) -> None:

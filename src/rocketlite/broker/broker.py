@@ -28,6 +28,7 @@ from rocketlite.broker.offsets import ConsumerOffsetManager
 from rocketlite.broker.pull import PullProcessor
 from rocketlite.broker.send import SendProcessor
 from rocketlite.broker.subscriptions import SubscriptionGroupManager
+from rocketlite.broker.timer import TimerMessageStore
 from rocketlite.broker.topics import TopicConfigManager
 from rocketlite.common.errors import RemotingError
 from rocketlite.protocol.bodies import RegisterBrokerBody
@@ -101,6 +102,10 @@ class Broker:
         # the first that answers wins. Applied to single sends (batches cannot be delayed or
         # transactional) and to messages the broker re-writes itself (send-back).
         self.diverters: list[Callable[[MessageToStore], MessageToStore | None]] = []
+        # Timer messages (TIMER_DELIVER_MS/TIMER_DELAY_SEC/TIMER_DELAY_MS) go ahead of any delay
+        # level diverter; the timer's yields to a delay level and to prepared transactions.
+        self.timer = TimerMessageStore(self.store, config)
+        self.diverters.insert(0, self.timer.divert)
         self.send = SendProcessor(self)
         self.pull = PullProcessor(self)
         self.admin = AdminProcessor(self)
@@ -132,9 +137,11 @@ class Broker:
         self.hold.start(loop)
         self.store.dispatcher.listeners.append(self.hold.on_dispatched)
         try:
+            await asyncio.to_thread(self.timer.start)
             self.topics.persist()
             await self.server.start()
         except BaseException:
+            await asyncio.to_thread(self.timer.shutdown)
             await asyncio.to_thread(self.store.shutdown)
             raise
         if self.store_config.listen_port == 0:
@@ -186,6 +193,11 @@ class Broker:
                     except Exception as e:  # noqa: BLE001 - logged, re-raised after the shutdown
                         log.error("cannot write %s: %s", manager.path, e)
                         failure = failure or e
+                try:
+                    await asyncio.to_thread(self.timer.shutdown)  # before the store it writes to
+                except Exception as e:  # noqa: BLE001 - logged, re-raised after the shutdown
+                    log.error("timer wheel shutdown failed: %s", e)
+                    failure = failure or e
                 await asyncio.to_thread(self.store.shutdown)
         log.info("broker %s stopped", self.config.broker_name)
         if failure is not None:

@@ -24,11 +24,19 @@ rebalanceLockMaxLiveTime          rebalance_lock_max_live_time        60000     
 flushConsumerOffsetInterval       flush_consumer_offset_interval      5000                ms
 frameMaxLength                    frame_max_length                    16777216            bytes
 maxHeldPulls                      max_held_pulls                      100000              pulls
+timerWheelEnable                  timer_wheel_enable                  true
+timerMaxDelaySec                  timer_max_delay_sec                 259200 (3 days)     s
+timerPrecisionMs                  timer_precision_ms                  1000                ms
+timerRollWindowSlot               timer_roll_window_slot              172800 (2 days)     ticks
+timerFlushIntervalMs              timer_flush_interval_ms             1000                ms
+mappedFileSizeTimerLog            mapped_file_size_timer_log          104857600 (100 MiB) bytes
 ================================  ==================================  ==================  =====
 
 The listening address is the store's (``brokerIP1``, ``listenPort``): it is also written into
 every message id. ``rebalanceLockMaxLiveTime`` is Java's ``rocketmq.broker.rebalance.
 lockMaxLiveTime`` system property; ``maxHeldPulls`` bounds long polling (not a RocketMQ key).
+The ``timer*`` keys and ``mappedFileSizeTimerLog`` are 5.x's ``MessageStoreConfig`` keys for the
+timer wheel (``broker/timer.py``).
 """
 
 from __future__ import annotations
@@ -81,6 +89,13 @@ class BrokerConfig:
                                                 metadata=_key("flushConsumerOffsetInterval"))
     frame_max_length: int = field(default=16 * 1024 * 1024, metadata=_key("frameMaxLength"))
     max_held_pulls: int = field(default=100_000, metadata=_key("maxHeldPulls"))
+    timer_wheel_enable: bool = field(default=True, metadata=_key("timerWheelEnable"))
+    timer_max_delay_sec: int = field(default=3 * 86_400, metadata=_key("timerMaxDelaySec"))
+    timer_precision_ms: int = field(default=1000, metadata=_key("timerPrecisionMs"))
+    timer_roll_window_slot: int = field(default=2 * 86_400, metadata=_key("timerRollWindowSlot"))
+    timer_flush_interval_ms: int = field(default=1000, metadata=_key("timerFlushIntervalMs"))
+    mapped_file_size_timer_log: int = field(default=100 * 1024 * 1024,
+                                            metadata=_key("mappedFileSizeTimerLog"))
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -20,6 +20,9 @@ KEYS = {
     "maxTransferBytesOnMessageInMemory", "registerNameServerPeriod", "registerBrokerTimeoutMills",
     "channelExpiredTimeout", "rebalanceLockMaxLiveTime", "flushConsumerOffsetInterval",
     "frameMaxLength", "maxHeldPulls",
+    # the timer wheel (5.x MessageStoreConfig keys)
+    "timerWheelEnable", "timerMaxDelaySec", "timerPrecisionMs", "timerRollWindowSlot",
+    "timerFlushIntervalMs", "mappedFileSizeTimerLog",
 }
 
 

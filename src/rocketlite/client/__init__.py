@@ -10,11 +10,18 @@ from rocketlite.client.lite_pull_consumer import LitePullConsumer
 from rocketlite.client.message import Message, MessageExt
 from rocketlite.client.producer import Producer, SendResult, SendStatus, select_by_hash
 from rocketlite.client.push_consumer import ConsumeStatus, OrderlyStatus, PushConsumer
+from rocketlite.client.transaction import (
+    LocalTransactionState,
+    TransactionListener,
+    TransactionProducer,
+    TransactionSendResult,
+)
 
 __all__ = [
     "ClientConfig",
     "ConsumeStatus",
     "LitePullConsumer",
+    "LocalTransactionState",
     "MQBrokerError",
     "MQClientError",
     "Message",
@@ -24,5 +31,8 @@ __all__ = [
     "PushConsumer",
     "SendResult",
     "SendStatus",
+    "TransactionListener",
+    "TransactionProducer",
+    "TransactionSendResult",
     "select_by_hash",
 ]

@@ -114,6 +114,7 @@ class ClientInstance:
         self.consumers: dict[str, ConsumerPeer] = {}
         self._ns_index = 0
         self._tasks: list[asyncio.Task[None]] = []
+        self._heartbeat_task: asyncio.Task[None] | None = None
         self._rebalance_now = asyncio.Event()
         self._started = False
         self._route_lock = asyncio.Lock()
@@ -135,6 +136,9 @@ class ClientInstance:
     async def close(self) -> None:
         """Stop the periodic work, unregister from every broker, close the connections."""
         tasks, self._tasks = self._tasks, []
+        if self._heartbeat_task is not None:
+            tasks.append(self._heartbeat_task)
+            self._heartbeat_task = None
         for t in tasks:
             t.cancel()
         for t in tasks:
@@ -270,12 +274,23 @@ class ClientInstance:
         if topic not in self.routes and len(self.routes) >= MAX_TOPICS:
             raise MQClientError(f"this client already follows {MAX_TOPICS} topics")
         self.routes[topic] = route
-        for bd in route.brokerDatas:
-            self.broker_addrs[bd.brokerName] = dict(bd.brokerAddrs)
+        self.learn_brokers(route)
         for peer in self._peers():
             if topic in peer.topics():
                 peer.on_route(topic, route)
         return route
+
+    def learn_brokers(self, route: TopicRouteData) -> None:
+        """Record the route's broker addresses; a broker not told about our groups yet gets a
+        heartbeat now rather than within 30 s (so it can reach a transactional producer's
+        check-back, or count a new consumer)."""
+        learned = False
+        for bd in route.brokerDatas:
+            addrs = dict(bd.brokerAddrs)
+            learned = learned or self.broker_addrs.get(bd.brokerName) != addrs
+            self.broker_addrs[bd.brokerName] = addrs
+        if learned:
+            self._heartbeat_soon()
 
     async def refresh_routes(self) -> None:
         topics: set[str] = set()
@@ -325,6 +340,18 @@ class ClientInstance:
             producerDataSet=[ProducerData(groupName=g) for g in sorted(self.producers)],
             consumerDataSet=[c.consumer_data() for _, c in sorted(self.consumers.items())],
         )
+
+    def _heartbeat_soon(self) -> None:
+        if not self._started or (self._heartbeat_task is not None and not self._heartbeat_task.done()):
+            return
+        self._heartbeat_task = asyncio.get_running_loop().create_task(self._heartbeat_now(),
+                                                                      name="heartbeat-now")
+
+    async def _heartbeat_now(self) -> None:
+        try:
+            await self.send_heartbeat()
+        except Exception:
+            log.exception("heartbeat failed")
 
     async def send_heartbeat(self) -> None:
         """HEART_BEAT to every broker (masters only when there are no consumers, like Java)."""

@@ -224,8 +224,7 @@ class Producer:
                 for qd in default.queueDatas:
                     n = min(self.default_topic_queue_nums, qd.readQueueNums)
                     qd.readQueueNums = qd.writeQueueNums = n
-                for bd in default.brokerDatas:
-                    inst.broker_addrs.setdefault(bd.brokerName, dict(bd.brokerAddrs))
+                inst.learn_brokers(default)
                 info = publish_info(topic, default)
                 if info.ok:
                     self._infos[topic] = info

@@ -1,0 +1,240 @@
+"""Transactional producer (RocketMQ's ``TransactionMQProducer``): two-phase sends.
+
+    send_message_in_transaction(msg, arg)
+      1. send a half message: properties TRAN_MSG=true and PGROUP=<group>, sysFlag
+         TRANSACTION_PREPARED (0x4); the broker keeps it invisible to consumers
+      2. SEND_OK: run ``listener.execute_local_transaction(msg, arg)``; any other send status
+         means ROLLBACK_MESSAGE without running it; a raising listener means UNKNOW
+      3. END_TRANSACTION (37), oneway, to the broker that stored the half message:
+         commitOrRollback 8 (commit), 12 (rollback) or 0 (unknown: the broker asks later)
+
+    CHECK_TRANSACTION_STATE (39), broker -> producer, for a half message still undecided after
+    the broker's transactionTimeOut: ``listener.check_local_transaction(msg_ext)`` answers, and
+    the producer sends END_TRANSACTION with fromTransactionCheck=true on the same broker.
+
+Checks wait in a bounded queue (``check_backlog``, Java's 2,000) served by ``check_concurrency``
+workers (Java's single check thread); a check arriving at a full queue is dropped with a warning:
+the broker asks again at its next check interval. Listener methods may be coroutines (awaited on
+the client's loop) or plain functions (run in the loop's default executor, as Java runs them on
+its executor threads, so a blocking database call does not stall the client).
+
+As in Java, a delay level on a transactional message is cleared (a half message is never
+delayed); a timer (``deliver_time_ms``) and batches are refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import enum
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from rocketlite.client.errors import MQClientError
+from rocketlite.client.message import Message, MessageExt, decode_messages
+from rocketlite.client.producer import Producer, SendResult, SendStatus
+from rocketlite.common.errors import FormatError
+from rocketlite.formats import properties as props
+from rocketlite.formats.message_id import decode_message_id
+from rocketlite.protocol.codes import RequestCode
+from rocketlite.protocol.command import RemotingCommand
+from rocketlite.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
+
+log = logging.getLogger(__name__)
+
+TRANSACTION_PREPARED_TYPE = 0x4
+TRANSACTION_COMMIT_TYPE = 0x8
+TRANSACTION_ROLLBACK_TYPE = 0xC
+TRANSACTION_NOT_TYPE = 0x0
+TRANSACTION_ID = "__transactionId__"
+
+
+class LocalTransactionState(enum.Enum):
+    """What the local transaction decided (Java's spelling, UNKNOW included)."""
+
+    COMMIT_MESSAGE = "COMMIT_MESSAGE"
+    ROLLBACK_MESSAGE = "ROLLBACK_MESSAGE"
+    UNKNOW = "UNKNOW"
+
+
+COMMIT_OR_ROLLBACK: dict[LocalTransactionState, int] = {
+    LocalTransactionState.COMMIT_MESSAGE: TRANSACTION_COMMIT_TYPE,
+    LocalTransactionState.ROLLBACK_MESSAGE: TRANSACTION_ROLLBACK_TYPE,
+    LocalTransactionState.UNKNOW: TRANSACTION_NOT_TYPE,
+}
+
+StateOrAwaitable = LocalTransactionState | Awaitable[LocalTransactionState]
+
+
+class TransactionListener(Protocol):
+    def execute_local_transaction(self, msg: Message, arg: Any) -> StateOrAwaitable:
+        """Run the local transaction after the half message was stored."""
+
+    def check_local_transaction(self, msg: MessageExt) -> StateOrAwaitable:
+        """Tell the broker what became of the local transaction of ``msg``."""
+
+
+@dataclass(slots=True, frozen=True)
+class TransactionSendResult(SendResult):
+    """A send result with the local transaction's outcome."""
+
+    local_transaction_state: LocalTransactionState = LocalTransactionState.UNKNOW
+
+
+class TransactionProducer(Producer):
+    """A Producer that also sends transactional messages; normal sends work as on Producer."""
+
+    def __init__(self, group: str, listener: TransactionListener | None = None, *,
+                 check_concurrency: int = 1, check_backlog: int = 2000, **kwargs: Any) -> None:
+        super().__init__(group, **kwargs)
+        if check_concurrency < 1 or check_backlog < 1:
+            raise MQClientError("check_concurrency and check_backlog must be at least 1")
+        self.listener = listener
+        self.check_concurrency = check_concurrency
+        self.check_backlog = check_backlog
+        self._checks: asyncio.Queue[tuple[str, RemotingCommand]] | None = None
+        self._workers: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        if self.listener is None:
+            raise MQClientError("a TransactionProducer needs a TransactionListener")
+        if self._started:
+            return
+        await super().start()
+        self._checks = asyncio.Queue(self.check_backlog)
+        self._workers = [asyncio.create_task(self._check_worker(), name=f"txn-check-{self.group}-{i}")
+                         for i in range(self.check_concurrency)]
+
+    async def shutdown(self) -> None:
+        for t in self._workers:
+            t.cancel()
+        for t in self._workers:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+        self._workers = []
+        self._checks = None
+        await super().shutdown()
+
+    # -- phase one and two ----------------------------------------------------------------------
+
+    async def send_message_in_transaction(self, msg: Message, arg: Any = None) -> TransactionSendResult:
+        """Send ``msg`` as a half message, run the local transaction, then commit or roll back."""
+        listener = self.listener
+        if listener is None:
+            raise MQClientError("a TransactionProducer needs a TransactionListener")
+        if msg.deliver_time_ms is not None:
+            raise MQClientError("a transactional message cannot carry a delivery time")
+        if msg.delay_level:
+            msg = dataclasses.replace(msg, delay_level=0)  # Java clears it: never delay a half message
+        p = self._prepare(msg)
+        p.properties += props.encode_properties({props.TRAN_MSG: "true", props.PGROUP: self.group})
+        p.sys_flag |= TRANSACTION_PREPARED_TYPE
+        result = await self._send(p, None, None, None, msg, None)
+        error: BaseException | None = None
+        if result.status is SendStatus.SEND_OK:
+            if result.transaction_id is not None:
+                msg.properties[TRANSACTION_ID] = result.transaction_id
+            try:
+                state = await self._call(listener.execute_local_transaction, msg, arg)
+            except Exception as e:  # noqa: BLE001 - the broker asks again later
+                log.warning("execute_local_transaction of %s raised: %r; the state is UNKNOW",
+                            result.msg_id, e)
+                state, error = LocalTransactionState.UNKNOW, e
+        else:
+            state = LocalTransactionState.ROLLBACK_MESSAGE
+        await self._end(result, state, error)
+        return TransactionSendResult(result.status, result.msg_id, result.offset_msg_id, result.queue,
+                                     result.queue_offset, result.transaction_id, result.region_id,
+                                     local_transaction_state=state)
+
+    async def _end(self, result: SendResult, state: LocalTransactionState,
+                   error: BaseException | None) -> None:
+        inst = self._instance()
+        try:
+            commit_log_offset = decode_message_id(result.offset_msg_id)[2]
+        except FormatError as e:
+            raise MQClientError(f"the broker's message id {result.offset_msg_id!r} is malformed: {e}") from e
+        header = EndTransactionRequestHeader(
+            producerGroup=self.group, tranStateTableOffset=result.queue_offset,
+            commitLogOffset=commit_log_offset, commitOrRollback=COMMIT_OR_ROLLBACK[state],
+            msgId=result.msg_id, transactionId=result.transaction_id or result.msg_id,
+            fromTransactionCheck=False)
+        addr = await inst.require_broker_addr(result.queue.brokerName, result.queue.topic)
+        remark = None if error is None else f"executeLocalTransactionBranch exception: {error!r}"
+        await self._send_end(addr, header, remark)
+
+    async def _send_end(self, addr: str, header: EndTransactionRequestHeader, remark: str | None) -> None:
+        cmd = RemotingCommand.request(RequestCode.END_TRANSACTION, header.to_ext())
+        cmd.remark = remark
+        conn = await self._instance().connection(addr)
+        conn.send_oneway(cmd)
+
+    # -- check-back -----------------------------------------------------------------------------
+
+    def on_check_transaction(self, addr: str, cmd: RemotingCommand) -> None:
+        queue = self._checks
+        if queue is None:
+            log.warning("CHECK_TRANSACTION_STATE from %s after shutdown: ignored", addr)
+            return
+        try:
+            queue.put_nowait((addr, cmd))
+        except asyncio.QueueFull:
+            log.warning("%d transaction checks already wait: the check from %s is dropped (the "
+                        "broker asks again)", queue.qsize(), addr)
+
+    async def _check_worker(self) -> None:
+        queue = self._checks
+        assert queue is not None
+        while True:
+            addr, cmd = await queue.get()
+            try:
+                await self._check(addr, cmd)
+            except Exception:
+                log.exception("the transaction check from %s failed", addr)
+
+    async def _check(self, addr: str, cmd: RemotingCommand) -> None:
+        listener = self.listener
+        assert listener is not None
+        try:
+            header = CheckTransactionStateRequestHeader.from_ext(cmd.ext_fields)
+            msgs = decode_messages(cmd.body, verify_crc=False)
+        except (FormatError, MQClientError) as e:
+            log.warning("a malformed CHECK_TRANSACTION_STATE from %s: %s", addr, e)
+            return
+        if not msgs:
+            log.warning("CHECK_TRANSACTION_STATE from %s carries no message", addr)
+            return
+        msg = msgs[0]
+        error: BaseException | None = None
+        try:
+            state = await self._call(listener.check_local_transaction, msg)
+        except Exception as e:  # noqa: BLE001 - UNKNOW: the broker asks again
+            log.warning("check_local_transaction of %s raised: %r; the state is UNKNOW", msg.msg_id, e)
+            state, error = LocalTransactionState.UNKNOW, e
+        end = EndTransactionRequestHeader(
+            producerGroup=msg.properties.get(props.PGROUP) or self.group,
+            tranStateTableOffset=header.tranStateTableOffset, commitLogOffset=header.commitLogOffset,
+            commitOrRollback=COMMIT_OR_ROLLBACK[state],
+            msgId=msg.properties.get(props.UNIQ_KEY) or msg.msg_id,
+            transactionId=header.transactionId, fromTransactionCheck=True)
+        remark = None if error is None else f"checkLocalTransactionState exception: {error!r}"
+        await self._send_end(addr, end, remark)
+
+    @staticmethod
+    async def _call(fn: Callable[..., StateOrAwaitable], *args: Any) -> LocalTransactionState:
+        """A coroutine listener is awaited; a plain one runs in the default executor."""
+        if inspect.iscoroutinefunction(fn):
+            out: Any = await fn(*args)
+        else:
+            out = await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+            if inspect.isawaitable(out):
+                out = await out
+        if out is None:
+            return LocalTransactionState.UNKNOW  # Java treats a null answer as UNKNOW
+        if not isinstance(out, LocalTransactionState):
+            raise MQClientError(f"a transaction listener returned {out!r}, not a LocalTransactionState")
+        return out

@@ -35,7 +35,7 @@ from rocketlite.client.errors import MQClientError
 from rocketlite.common.errors import CorruptRecordError
 from rocketlite.formats import properties as props
 from rocketlite.formats.message_id import encode_message_id
-from rocketlite.formats.message_record import SYSFLAG_COMPRESSED, decode_record
+from rocketlite.formats.message_record import SYSFLAG_COMPRESSED, decode_record, unpack_v4
 from rocketlite.formats.properties import decode_properties
 
 # Property names beyond those formats.properties names (MessageConst.java).
@@ -182,9 +182,38 @@ def decode_messages(body: bytes, broker_name: str = "", *, verify_crc: bool = Tr
     return list(iter_messages(body, broker_name, verify_crc=verify_crc))
 
 
+_HOST8: dict[bytes, tuple[str, str]] = {}  # 8 record bytes (IPv4, port) -> ("ip:port", id prefix)
+
+
+def _host8(raw: bytes) -> tuple[str, str]:
+    """A record's IPv4 host and port as text, and as the hex prefix of an offset message id."""
+    out = _HOST8.get(raw)
+    if out is None:
+        if len(_HOST8) >= 4096:
+            _HOST8.clear()
+        out = _HOST8[raw] = (_format_host(raw[:4], int.from_bytes(raw[4:], "big", signed=True)),
+                             raw.hex().upper())
+    return out
+
+
 def iter_messages(body: bytes, broker_name: str = "", *, verify_crc: bool = True) -> Iterator[MessageExt]:
     pos, end = 0, len(body)
+    uniq_mark = props.UNIQ_KEY
     while pos < end:
+        fast = unpack_v4(body, pos, end, verify_crc)
+        if fast is not None and fast[0][6] >= 0:  # the common record: no intermediate object
+            f, payload, topic, text = fast
+            pos += f[0]
+            properties = decode_properties(text)
+            if f[7] & SYSFLAG_COMPRESSED:
+                payload = decompress(payload, f[7])
+            born, _ = _host8(f[9])
+            store, prefix = _host8(f[11])
+            offset_id = f"{prefix}{f[6]:016X}"
+            yield MessageExt(topic, payload, properties, f[3], f[5], f[6], f[7], f[4], f[8], f[10],
+                             born, store, f[12], f[13], f[2], properties.get(uniq_mark) or offset_id,
+                             offset_id, broker_name)
+            continue
         try:
             rec = decode_record(body, pos, end, verify_crc)
         except CorruptRecordError as e:

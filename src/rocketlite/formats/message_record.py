@@ -39,7 +39,7 @@ import functools
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from rocketlite.common.errors import CorruptRecordError
 from rocketlite.formats.properties import decode_properties
@@ -389,38 +389,52 @@ def _host(buf: Buffer, at: int, v6: bool) -> tuple[bytes, int, int]:
     return ip, port, at + n + 4
 
 
+def unpack_v4(buf: Buffer, pos: int, limit: int, verify_crc: bool = True
+              ) -> tuple[tuple[Any, ...], bytes, str, str] | None:
+    """The common record (IPv4 hosts, V1 topic) in one unpack, for readers that build their own
+    objects (a pull reply is a run of these): ``(fields, body, topic, properties_text)`` where
+    ``fields`` are fields 1-15 as ``_V4_FIXED`` unpacks them (TOTALSIZE ... BODYLENGTH, each host
+    as 8 bytes: IPv4 then the big-endian port). None when the record has another shape or is
+    damaged: ``decode_record``'s full walk then decodes it or names the fault."""
+    if limit - pos < _V4_BODY_AT:
+        return None
+    f = _V4_FIXED.unpack_from(buf, pos)
+    size, body_len = f[0], f[14]
+    if f[1] != MAGIC_V1 or f[7] & _HOSTS_V6 or not FIXED_SIZE_V4 <= size <= limit - pos \
+            or body_len < 0:
+        return None
+    body_at = pos + _V4_BODY_AT
+    topic_at = body_at + body_len + 1
+    end = pos + size
+    if topic_at + 2 > end:
+        return None
+    topic_len = buf[topic_at - 1]
+    props_at = topic_at + topic_len + 2
+    if props_at > end or props_at + _U16.unpack_from(buf, props_at - 2)[0] != end:
+        return None
+    body = bytes(buf[body_at : topic_at - 1])
+    topic_b = bytes(buf[topic_at : topic_at + topic_len])
+    props_b = bytes(buf[props_at:end])
+    if verify_crc and (crc32(body) & 0x7FFFFFFF != f[2] or not topic_len
+                       or b"\x00" in topic_b or b"\x00" in props_b):
+        return None
+    return f, body, topic_b.decode("utf-8", "replace"), props_b.decode("utf-8", "replace")
+
+
 def decode_record(
     buf: Buffer, pos: int = 0, limit: int | None = None, verify_crc: bool = True
 ) -> MessageRecord | None:
     """Decode the record at ``pos``; None for a BLANK record. Raises CorruptRecordError."""
     lim = len(buf) if limit is None else limit
-    if lim - pos >= _V4_BODY_AT:
-        # The common case (IPv4 hosts, V1 topic) in one unpack; a pull reply is a run of these.
-        f = _V4_FIXED.unpack_from(buf, pos)
-        size, body_len = f[0], f[14]
-        if f[1] == MAGIC_V1 and not f[7] & _HOSTS_V6 and FIXED_SIZE_V4 <= size <= lim - pos \
-                and body_len >= 0:
-            body_at = pos + _V4_BODY_AT
-            topic_at = body_at + body_len + 1
-            end = pos + size
-            if topic_at + 2 <= end:
-                topic_len = buf[topic_at - 1]
-                props_at = topic_at + topic_len + 2
-                if props_at <= end and props_at + _U16.unpack_from(buf, props_at - 2)[0] == end:
-                    body = bytes(buf[body_at : topic_at - 1])
-                    topic_b = bytes(buf[topic_at : topic_at + topic_len])
-                    props_b = bytes(buf[props_at:end])
-                    if verify_crc and (
-                            crc32(body) & 0x7FFFFFFF != f[2] or not topic_len
-                            or b"\x00" in topic_b or b"\x00" in props_b):
-                        _parse(buf, pos, lim, verify_crc)  # raises, naming the fault
-                    born, store = f[9], f[11]
-                    return MessageRecord(
-                        size, MAGIC_V1, f[2], f[3], f[4], f[5], f[6], f[7], f[8],
-                        born[:4], _PORT.unpack_from(born, 4)[0], f[10], store[:4],
-                        _PORT.unpack_from(store, 4)[0], f[12], f[13], body,
-                        topic_b.decode("utf-8", "replace"), props_b.decode("utf-8", "replace"),
-                    )
+    fast = unpack_v4(buf, pos, lim, verify_crc)
+    if fast is not None:
+        f, body, topic, properties = fast
+        born, store = f[9], f[11]
+        return MessageRecord(
+            f[0], MAGIC_V1, f[2], f[3], f[4], f[5], f[6], f[7], f[8], born[:4],
+            _PORT.unpack_from(born, 4)[0], f[10], store[:4], _PORT.unpack_from(store, 4)[0],
+            f[12], f[13], body, topic, properties,
+        )
     parts = _parse(buf, pos, lim, verify_crc)
     if not parts:
         return None

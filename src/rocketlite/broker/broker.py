@@ -26,10 +26,13 @@ from rocketlite.broker.locks import RebalanceLockManager
 from rocketlite.broker.long_polling import PullRequestHoldService
 from rocketlite.broker.offsets import ConsumerOffsetManager
 from rocketlite.broker.pull import PullProcessor
+from rocketlite.broker.schedule import ScheduleMessageService
 from rocketlite.broker.send import SendProcessor
+from rocketlite.broker.send_back import SendBackProcessor
 from rocketlite.broker.subscriptions import SubscriptionGroupManager
 from rocketlite.broker.timer import TimerMessageStore
 from rocketlite.broker.topics import TopicConfigManager
+from rocketlite.broker.transaction import TransactionalMessageService
 from rocketlite.common.errors import RemotingError
 from rocketlite.protocol.bodies import RegisterBrokerBody
 from rocketlite.protocol.codes import RequestCode, ResponseCode
@@ -106,12 +109,23 @@ class Broker:
         # level diverter; the timer's yields to a delay level and to prepared transactions.
         self.timer = TimerMessageStore(self.store, config)
         self.diverters.insert(0, self.timer.divert)
+        # Delay levels (DELAY=n) last: SCHEDULE_TOPIC_XXXX, delivered by the schedule service.
+        self.schedule = ScheduleMessageService(self.store)
+        self.diverters.append(self.schedule.divert)
         self.send = SendProcessor(self)
         self.pull = PullProcessor(self)
         self.admin = AdminProcessor(self)
         self.clients = ClientProcessor(self)
         for p in (self.send, self.pull, self.admin, self.clients):
             p.register()
+        # Transactional half messages first (index 0): a prepared message is neither timed nor
+        # delayed until its commit, which goes through the diverters again.
+        self.transactions = TransactionalMessageService(self)
+        self.diverters.insert(0, self.transactions.divert)
+        self.transactions.register()
+        self.schedule.register(self.server)
+        self.send_back = SendBackProcessor(self)
+        self.send_back.register()
         self._tasks: list[asyncio.Task[None]] = []
         self._register_now: asyncio.Event | None = None
         self.running = False
@@ -138,9 +152,11 @@ class Broker:
         self.store.dispatcher.listeners.append(self.hold.on_dispatched)
         try:
             await asyncio.to_thread(self.timer.start)
+            await asyncio.to_thread(self.schedule.start)
             self.topics.persist()
             await self.server.start()
         except BaseException:
+            await asyncio.to_thread(self.schedule.shutdown)
             await asyncio.to_thread(self.timer.shutdown)
             await asyncio.to_thread(self.store.shutdown)
             raise
@@ -159,6 +175,7 @@ class Broker:
             asyncio.create_task(self._persist_loop(), name="broker-persist"),
             asyncio.create_task(self._scan_loop(), name="broker-scan"),
         ]
+        self.transactions.start()
         log.info("broker %s (%s) listening on %s, store %s", self.config.broker_name,
                  self.config.broker_cluster_name, self.address, self.store_config.store_path_root_dir)
 
@@ -177,6 +194,7 @@ class Broker:
             for t in self._tasks:
                 if not t.cancelled() and t.exception() is not None:
                     log.error("task %s had failed", t.get_name(), exc_info=t.exception())
+            await self.transactions.stop()  # before the offsets it advances are persisted
             await self._unregister_all()
             self.hold.release_all()
         finally:
@@ -193,6 +211,11 @@ class Broker:
                     except Exception as e:  # noqa: BLE001 - logged, re-raised after the shutdown
                         log.error("cannot write %s: %s", manager.path, e)
                         failure = failure or e
+                try:
+                    await asyncio.to_thread(self.schedule.shutdown)  # before the store it writes to
+                except Exception as e:  # noqa: BLE001 - logged, re-raised after the shutdown
+                    log.error("schedule service shutdown failed: %s", e)
+                    failure = failure or e
                 try:
                     await asyncio.to_thread(self.timer.shutdown)  # before the store it writes to
                 except Exception as e:  # noqa: BLE001 - logged, re-raised after the shutdown

@@ -30,13 +30,19 @@ timerPrecisionMs                  timer_precision_ms                  1000      
 timerRollWindowSlot               timer_roll_window_slot              172800 (2 days)     ticks
 timerFlushIntervalMs              timer_flush_interval_ms             1000                ms
 mappedFileSizeTimerLog            mapped_file_size_timer_log          104857600 (100 MiB) bytes
+transactionTimeOut                transaction_time_out                6000                ms
+transactionCheckInterval          transaction_check_interval          30000               ms
+transactionCheckMax               transaction_check_max               15                  checks
+rejectTransactionMessage          reject_transaction_message          false
 ================================  ==================================  ==================  =====
 
 The listening address is the store's (``brokerIP1``, ``listenPort``): it is also written into
 every message id. ``rebalanceLockMaxLiveTime`` is Java's ``rocketmq.broker.rebalance.
 lockMaxLiveTime`` system property; ``maxHeldPulls`` bounds long polling (not a RocketMQ key).
 The ``timer*`` keys and ``mappedFileSizeTimerLog`` are 5.x's ``MessageStoreConfig`` keys for the
-timer wheel (``broker/timer.py``).
+timer wheel (``broker/timer.py``). The ``transaction*`` keys drive the check-back of undecided
+half messages (``broker/transaction/check.py``); with ``rejectTransactionMessage`` a prepared
+send is answered NO_PERMISSION.
 """
 
 from __future__ import annotations
@@ -96,6 +102,12 @@ class BrokerConfig:
     timer_flush_interval_ms: int = field(default=1000, metadata=_key("timerFlushIntervalMs"))
     mapped_file_size_timer_log: int = field(default=100 * 1024 * 1024,
                                             metadata=_key("mappedFileSizeTimerLog"))
+    transaction_time_out: int = field(default=6000, metadata=_key("transactionTimeOut"))
+    transaction_check_interval: int = field(default=30_000,
+                                            metadata=_key("transactionCheckInterval"))
+    transaction_check_max: int = field(default=15, metadata=_key("transactionCheckMax"))
+    reject_transaction_message: bool = field(default=False,
+                                             metadata=_key("rejectTransactionMessage"))
 
     def __post_init__(self) -> None:
         for f in fields(self):

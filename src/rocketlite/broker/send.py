@@ -34,6 +34,7 @@ from rocketlite.common.errors import (
     FlushTimeoutError,
     HeaderError,
     MessageIllegalError,
+    NoPermissionError,
     StoreClosedError,
 )
 from rocketlite.formats.message_id import encode_message_id
@@ -84,7 +85,8 @@ class SendProcessor:
         self.sync_flush = broker.store.config.sync_flush
         self.flush_timeout_s = broker.store.config.sync_flush_timeout / 1000
         self.stats = broker.stats
-        self._pending: list[tuple[Connection, RemotingCommand, MessageToStore]] = []
+        # conn, request, message, the queue id to answer (the requested one, even when diverted)
+        self._pending: list[tuple[Connection, RemotingCommand, MessageToStore, int]] = []
         self._scheduled = False
         self._diverters = broker.diverters
         self.refresh_store_address()
@@ -163,6 +165,8 @@ class SendProcessor:
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
         except (DiskFullError, FlushError, StoreClosedError) as e:
             return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, str(e))
+        except NoPermissionError as e:  # a diverter's refusal (rejectTransactionMessage)
+            return cmd.response(ResponseCode.NO_PERMISSION, str(e))
 
     def _put_one(self, conn: Connection, cmd: RemotingCommand, h: SendMessageRequestHeader,
                  queue_id: int) -> Reply:
@@ -174,7 +178,7 @@ class SendProcessor:
         )
         if self._diverters and (h.sysFlag & _TXN_MASK or may_divert(msg.properties)):
             msg = self.broker.divert(msg)
-        self._pending.append((conn, cmd, msg))
+        self._pending.append((conn, cmd, msg, queue_id))
         if not self._scheduled:
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self._append_pending)
@@ -186,26 +190,27 @@ class SendProcessor:
         try:
             put = self.store.put_messages([p[2] for p in pending])
         except MessageIllegalError:
-            for conn, cmd, msg in pending:  # find the culprit(s): one at a time
-                self._append_alone(conn, cmd, msg)
+            for conn, cmd, msg, qid in pending:  # find the culprit(s): one at a time
+                self._append_alone(conn, cmd, msg, qid)
             return
         except (DiskFullError, FlushError, StoreClosedError) as e:
-            for conn, cmd, _ in pending:
+            for conn, cmd, _, _ in pending:
                 _answer(conn, cmd, ResponseCode.SERVICE_NOT_AVAILABLE, str(e))
             return
         except Exception as e:
             log.exception("appending %d messages failed", len(pending))
-            for conn, cmd, _ in pending:
+            for conn, cmd, _, _ in pending:
                 _answer(conn, cmd, ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
             return
         self.stats.put_messages += len(pending)
         self._answer_when_flushed([
-            (conn, cmd, msg.queue_id, r.commit_log_offset, r.queue_offset, None)
-            for (conn, cmd, msg), r in zip(pending, put.results, strict=True)
+            (conn, cmd, qid, r.commit_log_offset, r.queue_offset, None)
+            for (conn, cmd, _, qid), r in zip(pending, put.results, strict=True)
             if not cmd.flag & RPC_ONEWAY
         ], put.flushed)
 
-    def _append_alone(self, conn: Connection, cmd: RemotingCommand, msg: MessageToStore) -> None:
+    def _append_alone(self, conn: Connection, cmd: RemotingCommand, msg: MessageToStore,
+                      queue_id: int) -> None:
         try:
             put = self.store.put_messages((msg,))
         except MessageIllegalError as e:
@@ -218,7 +223,7 @@ class SendProcessor:
         if not cmd.flag & RPC_ONEWAY:
             r = put.results[0]
             self._answer_when_flushed(
-                [(conn, cmd, msg.queue_id, r.commit_log_offset, r.queue_offset, None)],
+                [(conn, cmd, queue_id, r.commit_log_offset, r.queue_offset, None)],
                 put.flushed)
 
     def _reply(self, cmd: RemotingCommand, queue_id: int, commit_log_offset: int,

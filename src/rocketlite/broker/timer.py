@@ -36,6 +36,7 @@ from array import array
 from collections.abc import Callable, Sequence
 
 from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.redeliver import put_until_stored
 from rocketlite.broker.timer_divert import (
     NEVER_ENQUEUED,
     TIMER_OUT_MS,
@@ -46,19 +47,13 @@ from rocketlite.broker.timer_divert import (
     parse_int,
 )
 from rocketlite.common.errors import (
-    DiskFullError,
-    FlushError,
-    FlushTimeoutError,
-    MessageIllegalError,
     RocketliteError,
-    StoreClosedError,
 )
 from rocketlite.formats.javahash import java_string_hash
 from rocketlite.formats.message_record import MessageRecord
 from rocketlite.formats.properties import REAL_TOPIC
 from rocketlite.formats.timer import MAGIC_DEFAULT, MAGIC_ROLL, TimerLogUnit, encode_unit
 from rocketlite.store.commitlog import now_ms
-from rocketlite.store.flush import FlushService
 from rocketlite.store.message import MessageToStore
 from rocketlite.store.message_store import MessageStore
 from rocketlite.store.timer_checkpoint import TimerCheckpoint
@@ -393,32 +388,14 @@ class TimerMessageStore:
         return m
 
     def _put(self, msgs: Sequence[MessageToStore]) -> bool:
-        """Store ``msgs`` (waiting for durability under SYNC_FLUSH), retrying while the store
-        refuses; False only if the service stops first. An illegal message is dropped, logged."""
-        while True:
-            try:
-                put = self.store.put_messages(msgs)
-            except MessageIllegalError as e:
-                if len(msgs) > 1:
-                    return all(self._put((m,)) for m in msgs)
-                log.error("timer message for %s refused by the store, dropped: %s",
-                          msgs[0].topic, e)
-                self.stats.dropped += 1
-                return True
-            except (DiskFullError, FlushError, StoreClosedError) as e:
-                log.warning("timer delivery waits: %s", e)
-                if self._stop.wait(RETRY_S):
-                    return False
-                continue
-            if put.flushed is not None:
-                try:
-                    FlushService.wait(put.flushed, self.sync_flush_timeout)
-                except (FlushError, FlushTimeoutError) as e:
-                    log.warning("timer delivery stored but not confirmed durable: %s", e)
+        """Store ``msgs`` (``redeliver.put_until_stored``); False only if the service stops first."""
+        ok, dropped = put_until_stored(self.store, msgs, self._stop, "timer message")
+        self.stats.dropped += dropped
+        if ok:
             rolled = sum(1 for m in msgs if m.topic == TIMER_TOPIC)
             self.stats.rolled += rolled
-            self.stats.delivered += len(msgs) - rolled
-            return True
+            self.stats.delivered += len(msgs) - rolled - dropped
+        return ok
 
     # -- checkpoint --------------------------------------------------------------------------
 

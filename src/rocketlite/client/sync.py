@@ -39,6 +39,7 @@ from rocketlite.client.errors import MQClientError
 from rocketlite.client.message import Message, MessageExt
 from rocketlite.client.producer import MessageQueueSelector, Producer, SendResult
 from rocketlite.client.push_consumer import ConsumeStatus, OrderlyStatus, PushConsumer
+from rocketlite.client.transaction import TransactionListener, TransactionProducer, TransactionSendResult
 from rocketlite.protocol.bodies import MessageQueue
 
 T = TypeVar("T")
@@ -110,12 +111,16 @@ class SyncProducer(_LoopThread):
     def __init__(self, group: str = "DEFAULT_PRODUCER", **kwargs: Any) -> None:
         super().__init__(f"SyncProducer({group})")
         try:
-            self._producer: Producer = self._call_sync(lambda: Producer(group, **kwargs), MARGIN, "construct")
+            self._producer: Producer = self._call_sync(lambda: self._new_producer(group, **kwargs), MARGIN,
+                                                       "construct")
         except BaseException:
             self._stop()
             raise
         self._timeout = self._producer.send_timeout + MARGIN
         self._start_timeout = 3 * self._producer.config.request_timeout + MARGIN
+
+    def _new_producer(self, group: str, **kwargs: Any) -> Producer:
+        return Producer(group, **kwargs)
 
     @property
     def producer(self) -> Producer:
@@ -178,6 +183,31 @@ class SyncProducer(_LoopThread):
 
     def publish_queues(self, topic: str) -> list[MessageQueue]:
         return self._call(self._producer.publish_queues(topic), self._timeout, "publish_queues")
+
+
+class SyncTransactionProducer(SyncProducer):
+    """A blocking ``TransactionProducer``; keyword arguments go to it. Plain listener methods run
+    in the loop's default executor, so they may block (a database transaction)."""
+
+    def __init__(self, group: str, listener: TransactionListener, **kwargs: Any) -> None:
+        super().__init__(group, listener=listener, **kwargs)
+
+    def _new_producer(self, group: str, **kwargs: Any) -> Producer:
+        return TransactionProducer(group, **kwargs)
+
+    def __enter__(self) -> SyncTransactionProducer:
+        self.start()
+        return self
+
+    def send_message_in_transaction(self, msg: Message, arg: Any = None, *,
+                                    timeout: float = 60.0) -> TransactionSendResult:
+        """Send the half message, run the local transaction, commit or roll back. ``timeout``
+        bounds the wait, the local transaction included; past it ``MQClientError`` is raised and
+        the broker's check-back decides the half message."""
+        producer = self._producer
+        assert isinstance(producer, TransactionProducer)
+        return self._call(producer.send_message_in_transaction(msg, arg), timeout,
+                          "send_message_in_transaction")
 
 
 def _copy(src: asyncio.Future[T], dst: concurrent.futures.Future[T]) -> None:

@@ -18,6 +18,16 @@ the broker asks again at its next check interval. Listener methods may be corout
 the client's loop) or plain functions (run in the loop's default executor, as Java runs them on
 its executor threads, so a blocking database call does not stall the client).
 
+Naming the transaction: the listener's ``msg`` in ``execute_local_transaction`` is a copy of the
+message sent (the caller's ``Message`` is not changed) whose properties carry ``UNIQ_KEY`` (the
+result's ``msg_id``) and ``__transactionId__`` (the broker's transaction id, else the UNIQ_KEY);
+the ``MessageExt`` of a check carries the same two, so either names the transaction in both calls
+(Java's ``msg.getTransactionId()``).
+
+Failures: a half send that raises raises here (no local transaction ran). END_TRANSACTION is
+oneway and, as in Java, a failure to send it is only logged: the local transaction has run, and
+the broker's check-back settles the half message.
+
 As in Java, a delay level on a transactional message is cleared (a half message is never
 delayed); a timer (``deliver_time_ms``) and batches are refused.
 """
@@ -34,10 +44,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from rocketlite.client.errors import MQClientError
-from rocketlite.client.message import Message, MessageExt, decode_messages
+from rocketlite.client.errors import MQBrokerError, MQClientError
+from rocketlite.client.message import TRANSACTION_ID, Message, MessageExt, decode_messages
 from rocketlite.client.producer import Producer, SendResult, SendStatus
-from rocketlite.common.errors import FormatError
+from rocketlite.common.errors import FormatError, RemotingError
 from rocketlite.formats import properties as props
 from rocketlite.formats.message_id import decode_message_id
 from rocketlite.protocol.codes import RequestCode
@@ -50,7 +60,6 @@ TRANSACTION_PREPARED_TYPE = 0x4
 TRANSACTION_COMMIT_TYPE = 0x8
 TRANSACTION_ROLLBACK_TYPE = 0xC
 TRANSACTION_NOT_TYPE = 0x0
-TRANSACTION_ID = "__transactionId__"
 
 
 class LocalTransactionState(enum.Enum):
@@ -122,12 +131,19 @@ class TransactionProducer(Producer):
     # -- phase one and two ----------------------------------------------------------------------
 
     async def send_message_in_transaction(self, msg: Message, arg: Any = None) -> TransactionSendResult:
-        """Send ``msg`` as a half message, run the local transaction, then commit or roll back."""
+        """Send ``msg`` as a half message, run the local transaction, then commit or roll back.
+
+        Raises ``MQClientError`` / ``MQBrokerError`` when the half message cannot be sent (the
+        local transaction is then not run); a send answered with a status other than SEND_OK
+        is rolled back without running it (ROLLBACK_MESSAGE)."""
         listener = self.listener
         if listener is None:
             raise MQClientError("a TransactionProducer needs a TransactionListener")
+        if not isinstance(msg, Message):
+            raise MQClientError(f"send_message_in_transaction takes one Message, not {type(msg).__name__}: "
+                                "batches cannot be sent in a transaction")
         if msg.deliver_time_ms is not None:
-            raise MQClientError("a transactional message cannot carry a delivery time")
+            raise MQClientError("a transactional message cannot carry a delivery time (deliver_time_ms)")
         if msg.delay_level:
             msg = dataclasses.replace(msg, delay_level=0)  # Java clears it: never delay a half message
         p = self._prepare(msg)
@@ -136,17 +152,25 @@ class TransactionProducer(Producer):
         result = await self._send(p, None, None, None, msg, None)
         error: BaseException | None = None
         if result.status is SendStatus.SEND_OK:
-            if result.transaction_id is not None:
-                msg.properties[TRANSACTION_ID] = result.transaction_id
+            # A copy: the caller's Message stays sendable (both names are reserved properties).
+            mine = dataclasses.replace(msg, properties={
+                **msg.properties, props.UNIQ_KEY: p.uniq_key,
+                TRANSACTION_ID: result.transaction_id or p.uniq_key})
             try:
-                state = await self._call(listener.execute_local_transaction, msg, arg)
+                state = await self._call(listener.execute_local_transaction, mine, arg)
             except Exception as e:  # noqa: BLE001 - the broker asks again later
                 log.warning("execute_local_transaction of %s raised: %r; the state is UNKNOW",
                             result.msg_id, e)
                 state, error = LocalTransactionState.UNKNOW, e
         else:
+            log.warning("the half message %s was stored with status %s: rolled back without running "
+                        "the local transaction", result.msg_id, result.status.name)
             state = LocalTransactionState.ROLLBACK_MESSAGE
-        await self._end(result, state, error)
+        try:
+            await self._end(result, state, error)
+        except (MQClientError, MQBrokerError, RemotingError) as e:  # Java only warns too
+            log.warning("the local transaction of %s ended as %s, but END_TRANSACTION could not be "
+                        "sent: %s; the broker will check back", result.msg_id, state.name, e)
         return TransactionSendResult(result.status, result.msg_id, result.offset_msg_id, result.queue,
                                      result.queue_offset, result.transaction_id, result.region_id,
                                      local_transaction_state=state)
@@ -198,7 +222,9 @@ class TransactionProducer(Producer):
 
     async def _check(self, addr: str, cmd: RemotingCommand) -> None:
         listener = self.listener
-        assert listener is not None
+        if listener is None:
+            log.warning("CHECK_TRANSACTION_STATE from %s, but the producer has no listener: ignored", addr)
+            return
         try:
             header = CheckTransactionStateRequestHeader.from_ext(cmd.ext_fields)
             msgs = decode_messages(cmd.body, verify_crc=False)
@@ -209,6 +235,8 @@ class TransactionProducer(Producer):
             log.warning("CHECK_TRANSACTION_STATE from %s carries no message", addr)
             return
         msg = msgs[0]
+        uniq = msg.properties.get(props.UNIQ_KEY) or msg.msg_id
+        msg.properties.setdefault(TRANSACTION_ID, header.transactionId or uniq)
         error: BaseException | None = None
         try:
             state = await self._call(listener.check_local_transaction, msg)
@@ -218,11 +246,14 @@ class TransactionProducer(Producer):
         end = EndTransactionRequestHeader(
             producerGroup=msg.properties.get(props.PGROUP) or self.group,
             tranStateTableOffset=header.tranStateTableOffset, commitLogOffset=header.commitLogOffset,
-            commitOrRollback=COMMIT_OR_ROLLBACK[state],
-            msgId=msg.properties.get(props.UNIQ_KEY) or msg.msg_id,
+            commitOrRollback=COMMIT_OR_ROLLBACK[state], msgId=uniq,
             transactionId=header.transactionId, fromTransactionCheck=True)
         remark = None if error is None else f"checkLocalTransactionState exception: {error!r}"
-        await self._send_end(addr, end, remark)
+        try:
+            await self._send_end(addr, end, remark)
+        except (MQClientError, RemotingError) as e:
+            log.warning("the answer %s to the check of %s could not be sent to %s: %s; the broker "
+                        "will ask again", state.name, uniq, addr, e)
 
     @staticmethod
     async def _call(fn: Callable[..., StateOrAwaitable], *args: Any) -> LocalTransactionState:

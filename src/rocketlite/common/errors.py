@@ -47,6 +47,11 @@ class ConfigError(RocketliteError):
     """A configuration key with a value that cannot be used."""
 
 
+class NoPermissionError(RocketliteError):
+    """A request the broker's configuration forbids (answered NO_PERMISSION), such as a prepared
+    transactional message on a broker with ``rejectTransactionMessage``."""
+
+
 class RemotingError(RocketliteError):
     """A Remoting connection failed or closed while a request waited."""
 

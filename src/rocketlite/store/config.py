@@ -27,8 +27,14 @@ maxIndexNum                       max_index_num                          2000000
 maxMessageSize                    max_message_size                       4194304 (4 MiB)       bytes
 brokerIP1                         broker_ip1                             127.0.0.1
 listenPort                        listen_port                            10911
+messageDelayLevel                 message_delay_level                    1s 5s ... 2h          levels
+flushDelayOffsetInterval          flush_delay_offset_interval            10000                 ms
 ================================  =====================================  ====================  =======
 
+``messageDelayLevel`` is the delay level table (``formats/delay.py``): the dispatcher needs it for
+the tag code (deliver time) of ``SCHEDULE_TOPIC_XXXX`` records, as in RocketMQ's MessageStoreConfig.
+``flushDelayOffsetInterval`` is how often the broker's schedule service writes ``delayOffset.json``
+(after a crash, what it delivered since the last write is delivered again).
 ``warmMapedFileEnable`` and ``destroyMapedFileIntervalForcibly`` keep RocketMQ's spelling.
 ``deleteWhen`` is one or more two-digit hours separated by ``;`` (``"04"``, ``"04;16"``).
 
@@ -49,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from rocketlite.common.errors import ConfigError
+from rocketlite.formats.delay import DEFAULT_DELAY_LEVELS, DelayLevelError, parse_delay_levels
 
 _INT = re.compile(r"[+-]?[0-9]+", re.ASCII)
 _HOUR = re.compile(r"[0-9]{2}", re.ASCII)
@@ -71,6 +78,7 @@ _RANGES: dict[str, tuple[int, int]] = {  # field: (lowest, highest) allowed
     "max_index_num": (1, _LONG_MAX),
     "max_message_size": (1, _LONG_MAX),
     "listen_port": (0, 65535),
+    "flush_delay_offset_interval": (1, _LONG_MAX),
 }
 
 
@@ -113,6 +121,9 @@ class StoreConfig:
     max_message_size: int = field(default=1024 * 1024 * 4, metadata=_key("maxMessageSize"))
     broker_ip1: str = field(default="127.0.0.1", metadata=_key("brokerIP1"))
     listen_port: int = field(default=10911, metadata=_key("listenPort"))
+    message_delay_level: str = field(default=DEFAULT_DELAY_LEVELS, metadata=_key("messageDelayLevel"))
+    flush_delay_offset_interval: int = field(default=10_000,
+                                             metadata=_key("flushDelayOffsetInterval"))
 
     def __post_init__(self) -> None:
         root: object = self.store_path_root_dir
@@ -141,6 +152,10 @@ class StoreConfig:
                               "separated by ';', like '04' or '04;16'")
         if not self.broker_ip1.strip():
             raise ConfigError("brokerIP1='': must not be empty")
+        try:
+            parse_delay_levels(self.message_delay_level)
+        except DelayLevelError as e:
+            raise ConfigError(f"messageDelayLevel={self.message_delay_level!r}: {e}") from e
 
     # -- derived -----------------------------------------------------------------------------
 
@@ -159,6 +174,11 @@ class StoreConfig:
     @property
     def index_dir(self) -> Path:
         return self.store_path_root_dir / "index"
+
+    @property
+    def delay_levels_ms(self) -> tuple[int, ...]:
+        """``messageDelayLevel`` parsed: the delay of level i+1 in ms."""
+        return parse_delay_levels(self.message_delay_level)
 
     @property
     def config_dir(self) -> Path:

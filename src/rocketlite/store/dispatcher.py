@@ -10,6 +10,12 @@ Work goes in rounds of at most 4 MiB: at the end of a round every touched Consum
 buffered units (one ``pwrite`` each) and listeners hear ``(topic, queue_id, next_queue_offset)``
 for long polling.
 
+The unit of a ``SCHEDULE_TOPIC_XXXX`` record (a message waiting for its delay level) carries its
+deliver time, store time + the level's delay from ``messageDelayLevel``, instead of the tag hash:
+the schedule service scans a level's queue by tag code alone (Java's
+``CommitLog.checkMessageAndReturnSize``). Live dispatch, hinted or parsed, and recovery dispatch
+all compute it here, so a rebuilt queue holds the same units.
+
 Under ASYNC_FLUSH the store dispatches on the appending thread right after each append
 (``dispatch_inline``): with the GIL a second thread buys no parallelism, and handing every append
 to it costs a wake-up, GIL hand-offs that stall the event loop, and latency. The thread stays for
@@ -27,6 +33,7 @@ from collections.abc import Callable
 
 from rocketlite.common.errors import CorruptRecordError
 from rocketlite.formats import message_record as rec
+from rocketlite.formats.delay import SCHEDULE_TOPIC, SCHEDULE_TOPIC_BYTES, schedule_tags_code
 from rocketlite.formats.javahash import tags_code
 from rocketlite.formats.properties import find_property
 from rocketlite.store.commitlog import CommitLog
@@ -41,6 +48,7 @@ DISPATCH_ROUND_BYTES = 4 << 20
 _TAGS = b"TAGS\x01"
 _KEYS = b"KEYS\x01"
 _UNIQ = b"UNIQ_KEY\x01"
+_DELAY = b"DELAY\x01"
 _SEGMENT_DONE = -1
 Listener = Callable[[str, int, int], None]
 
@@ -61,6 +69,7 @@ class Dispatcher:
         self.consume_queue = consume_queue
         self.index = index
         self.limit = limit
+        self.delay_levels_ms: tuple[int, ...] = commitlog.config.delay_levels_ms
         self.dispatch_from = 0
         self.last_store_timestamp = 0
         self.listeners: list[Listener] = []
@@ -194,8 +203,10 @@ class Dispatcher:
         cq = self.consume_queue(h.topic, h.queue_id)
         props = h.properties
         n = len(props)
-        if props.count(props[0]) == n:  # one property string for the whole run: one tags code
-            codes: list[int] = [_tags_code_of(props[0])] * n
+        if h.topic == SCHEDULE_TOPIC:
+            codes: list[int] = [self._code(p, h.store_timestamp) for p in props]
+        elif props.count(props[0]) == n:  # one property string for the whole run: one tags code
+            codes = [_tags_code_of(props[0])] * n
         else:
             codes = list(map(_tags_code_of, props))
         cq.put_batch(h.offsets, h.sizes, codes, h.queue_offset)
@@ -223,11 +234,24 @@ class Dispatcher:
                     continue
             else:
                 cq = cq_of(topic, qid)
-                cq.put(phys, size, tags_code(find_property(props, _TAGS)) if props else 0, qoff)
+                if topic == SCHEDULE_TOPIC:
+                    code = self._code(props, store_ts)
+                else:
+                    code = tags_code(find_property(props, _TAGS)) if props else 0
+                cq.put(phys, size, code, qoff)
                 touched[cq] = qoff + 1
             if index is not None and (_KEYS in props or _UNIQ in props):
                 self._index_keys(index, topic, props, phys, store_ts)
         self.last_store_timestamp = store_ts
+
+    def _code(self, props: bytes, store_ts: int) -> int:
+        """The unit's tag code for a SCHEDULE_TOPIC_XXXX record: its deliver time when it has a
+        DELAY level, else the ordinary tag hash."""
+        if props and _DELAY in props:
+            code = schedule_tags_code(find_property(props, _DELAY), store_ts, self.delay_levels_ms)
+            if code is not None:
+                return code
+        return _tags_code_of(props)
 
     @staticmethod
     def _index_keys(index: IndexService, topic: str, props: bytes, phys: int, store_ts: int) -> None:
@@ -265,8 +289,11 @@ class Dispatcher:
                 if cq is None:
                     cq = queues[key] = cq_of(self._topic_name(topic_b), qid)
                 topic = cq.topic
-                tags = find_property(props, _TAGS) if props else None
-                cq.put(phys, size, tags_code(tags), qoff)
+                if topic_b == SCHEDULE_TOPIC_BYTES:
+                    cq.put(phys, size, self._code(props, store_ts), qoff)
+                else:
+                    tags = find_property(props, _TAGS) if props else None
+                    cq.put(phys, size, tags_code(tags), qoff)
                 touched[cq] = qoff + 1
             if index is not None and (_KEYS in props or _UNIQ in props):
                 self._index_keys(index, topic, props, phys, store_ts)

@@ -26,6 +26,9 @@ def store_config(root: Path, **extra: str) -> StoreConfig:
         "maxIndexNum": "20000",
         "flushIntervalCommitLog": "20",
         "flushIntervalConsumeQueue": "20",
+        # 18 levels of 1 s: retries (delay level 3 + reconsumeTimes) come back in a second, not
+        # RocketMQ's 10 s, 30 s, 1 m ...
+        "messageDelayLevel": " ".join(["1s"] * 18),
     }
     props.update(extra)
     return StoreConfig.from_properties(props)

@@ -23,6 +23,9 @@ KEYS = {
     # the timer wheel (5.x MessageStoreConfig keys)
     "timerWheelEnable", "timerMaxDelaySec", "timerPrecisionMs", "timerRollWindowSlot",
     "timerFlushIntervalMs", "mappedFileSizeTimerLog",
+    # transactional messages (4.9 BrokerConfig keys)
+    "transactionTimeOut", "transactionCheckInterval", "transactionCheckMax",
+    "rejectTransactionMessage",
 }
 
 

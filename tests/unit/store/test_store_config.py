@@ -59,7 +59,9 @@ def test_defaults_match_rocketmq() -> None:
 
 
 def test_every_field_has_its_rocketmq_key() -> None:
-    assert len(KEY_TO_FIELD) == len(dataclasses.fields(StoreConfig)) == 24
+    assert len(KEY_TO_FIELD) == len(dataclasses.fields(StoreConfig)) == 26
+    assert KEY_TO_FIELD["messageDelayLevel"] == "message_delay_level"
+    assert KEY_TO_FIELD["flushDelayOffsetInterval"] == "flush_delay_offset_interval"
     assert KEY_TO_FIELD["warmMapedFileEnable"] == "warm_mapped_file_enable"
     assert KEY_TO_FIELD["destroyMapedFileIntervalForcibly"] == "destroy_mapped_file_interval_forcibly"
     assert KEY_TO_FIELD["brokerIP1"] == "broker_ip1"
@@ -249,3 +251,16 @@ def test_round_trip_property(commit: int, units: int, ratio: int, hours: list[in
         flush_disk_type="SYNC_FLUSH" if sync else "ASYNC_FLUSH", listen_port=port,
     )
     assert StoreConfig.from_properties(c.to_properties()) == c
+
+
+def test_message_delay_level() -> None:
+    from rocketlite.common.errors import ConfigError
+
+    c = StoreConfig.from_properties({"messageDelayLevel": "1s 2m"})
+    assert c.delay_levels_ms == (1000, 120_000)
+    assert len(StoreConfig().delay_levels_ms) == 18
+    with pytest.raises(ConfigError, match="messageDelayLevel"):
+        StoreConfig.from_properties({"messageDelayLevel": "1s 2x"})
+    assert StoreConfig().flush_delay_offset_interval == 10_000  # Java's flushDelayOffsetInterval
+    with pytest.raises(ConfigError, match="flushDelayOffsetInterval=0"):
+        StoreConfig.from_properties({"flushDelayOffsetInterval": "0"})

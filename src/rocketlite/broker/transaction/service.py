@@ -1,0 +1,134 @@
+"""TransactionalMessageService: the broker's transactional-message component (S20), composed of
+the half-message diverter (``half.divert_half``), the END_TRANSACTION processor (``end.py``) and
+the check-back service (``check.py``).
+
+It owns what those share: the store puts (on the broker's event loop, as the send path appends,
+waiting for the group commit under SYNC_FLUSH), the op records, and ``resolved``, the half queue
+offsets resolved in this run at or after the check's processed offset. ``resolved`` makes a
+repeated END_TRANSACTION for the same half message (a producer's retry, or its answer to a check
+racing its own end) a no-op instead of a second commit; the op queue remains the durable record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from typing import TYPE_CHECKING
+
+from rocketlite.broker.timer_divert import parse_int
+from rocketlite.broker.transaction.check import TransactionCheckService
+from rocketlite.broker.transaction.end import EndTransactionProcessor
+from rocketlite.broker.transaction.half import (
+    CHECK_GROUP,
+    HALF_QUEUE_ID,
+    PREPARED_QUEUE_OFFSET,
+    TRANS_HALF_TOPIC,
+    divert_half,
+    get_property,
+    op_message,
+)
+from rocketlite.common.errors import FlushError, FlushTimeoutError, NoPermissionError
+from rocketlite.formats.message_record import MessageRecord
+from rocketlite.store.commitlog import now_ms
+from rocketlite.store.message import AppendResult, MessageToStore
+
+if TYPE_CHECKING:
+    from rocketlite.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+MAX_RESOLVED = 65_536  # remembered resolutions (the op queue is the durable record)
+
+
+class TransactionalMessageService:
+    """See the module docstring. ``clock`` is injectable for tests."""
+
+    def __init__(self, broker: Broker, clock: Callable[[], int] = now_ms) -> None:
+        self.broker = broker
+        self.store = broker.store
+        self.clock = clock
+        self.resolved: set[int] = set()
+        self.end = EndTransactionProcessor(self)
+        self.check = TransactionCheckService(self)
+
+    # -- broker hooks ------------------------------------------------------------------------
+
+    def divert(self, msg: MessageToStore) -> MessageToStore | None:
+        """The broker diverter (index 0: ahead of the timer and delay diverters, which must not
+        touch a prepared message). With ``rejectTransactionMessage`` a prepared message raises
+        ``NoPermissionError`` (the send answers NO_PERMISSION, as Java's SendMessageProcessor)."""
+        half = divert_half(msg)
+        if half is not None and self.broker.config.reject_transaction_message:
+            raise NoPermissionError(f"the broker[{self.broker.config.broker_name}] sending "
+                                    "transaction message is forbidden")
+        return half
+
+    def register(self) -> None:
+        self.end.register()
+
+    def start(self) -> None:
+        self.check.start()
+
+    async def stop(self) -> None:
+        await self.check.stop()
+        await self.end.drain()
+
+    # -- shared ------------------------------------------------------------------------------
+
+    def processed_offset(self) -> int:
+        """The half queue offset before which every half message was resolved, re-put or
+        discarded (the offset of ``CID_RMQ_SYS_TRANS`` on the half queue, as Java keeps it; 0
+        before the first round committed one)."""
+        return max(self.broker.offsets.query(CHECK_GROUP, TRANS_HALF_TOPIC, HALF_QUEUE_ID), 0)
+
+    async def put(self, msgs: Sequence[MessageToStore]) -> list[AppendResult]:
+        """Store ``msgs`` and, under SYNC_FLUSH, wait for their group commit (``wait_flushed``).
+        Store errors propagate (the caller maps them to codes)."""
+        put = self.store.put_messages(msgs)
+        self.broker.stats.put_messages += len(msgs)
+        if put.flushed is not None:
+            await self.wait_flushed(put.flushed, len(msgs))
+        return put.results
+
+    async def wait_flushed(self, flushed: Future[None], count: int) -> None:
+        """Wait for a group commit. A flush timeout or failure is logged and the messages count
+        as stored (they are in the CommitLog): Java's END_TRANSACTION answers SUCCESS on
+        FLUSH_DISK_TIMEOUT too, and a failed disk refuses the next writes anyway."""
+        timeout = self.store.config.sync_flush_timeout / 1000
+        try:
+            async with asyncio.timeout(timeout):
+                await asyncio.wrap_future(flushed)
+        except (TimeoutError, FlushTimeoutError):
+            log.warning("transaction: %d messages stored but not flushed within %g s", count,
+                        timeout)
+        except FlushError as e:
+            log.error("transaction: %d messages stored but the flush failed: %s", count, e)
+
+    def op(self, half_queue_offset: int) -> MessageToStore:
+        cl = self.store.commitlog
+        return op_message(half_queue_offset, self.clock(), cl.store_host, cl.store_port)
+
+    def mark_resolved(self, half_queue_offset: int) -> None:
+        self.resolved.add(half_queue_offset)
+
+    def resolution_keys(self, rec: MessageRecord) -> list[int]:
+        """The half offsets a decision on ``rec`` settles: its own and, for a re-put copy, the
+        original's (which every other copy names too)."""
+        original = parse_int(get_property(rec.properties_text, PREPARED_QUEUE_OFFSET))
+        return [rec.queue_offset] if original is None else [rec.queue_offset, original]
+
+    def is_resolved(self, rec: MessageRecord) -> bool:
+        """Whether this run saw a decision on half record ``rec`` or on the message it is a
+        re-put copy of (the producer may answer for either)."""
+        if rec.queue_offset in self.resolved:
+            return True
+        original = parse_int(get_property(rec.properties_text, PREPARED_QUEUE_OFFSET))
+        return original is not None and original in self.resolved
+
+    def prune_resolved(self) -> None:
+        """Bound the memory: past ``MAX_RESOLVED`` entries keep the newest half."""
+        if len(self.resolved) > MAX_RESOLVED:
+            keep = sorted(self.resolved)[len(self.resolved) - MAX_RESOLVED // 2:]
+            self.resolved = set(keep)

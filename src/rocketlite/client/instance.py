@@ -380,9 +380,12 @@ class ClientInstance:
             return None
         if cmd.code == RequestCode.CHECK_TRANSACTION_STATE:
             group = cmd.ext_fields.get("PGROUP") or _property_group(cmd) or ""
-            producer = self.producers.get(group) or next(iter(self.producers.values()), None)
+            producer = self.producers.get(group)
             if producer is not None:
                 producer.on_check_transaction(conn.peer, cmd)
+            else:  # as Java: another group's listener must not answer for this one
+                log.debug("CHECK_TRANSACTION_STATE from %s for group %r, not ours: dropped",
+                          conn.peer, group)
             return None
         return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                             f"request code {cmd.code} is not supported by this client")

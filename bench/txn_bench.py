@@ -6,7 +6,8 @@
 
 Scenarios (``--inflight`` transactions outstanding, each slot starting its next one when the
 last finishes):
-  plain    baseline: single SEND_MESSAGE_V2 of a plain message (one round trip, one record)
+  plain    baseline: single SEND_MESSAGE_V2 of a plain message with its own UNIQ_KEY, as
+           clients send it (one round trip, one record, one index entry)
   txn      the prepared send (sysFlag 0x4, TRAN_MSG, PGROUP: stored in the half topic), then
            END_TRANSACTION commit as request/reply: two round trips and three records (half,
            committed message, op record); latency is the whole transaction
@@ -43,7 +44,6 @@ from broker_bench import (  # noqa: E402
     connect,
     fmt,
     percentiles,
-    run_sends,
 )
 from rocketlite.formats.message_id import decode_message_id  # noqa: E402
 from rocketlite.formats.properties import encode_properties  # noqa: E402
@@ -63,15 +63,18 @@ OFFSET_MARK = 987654321987654321  # patched with the half queue offset
 PHYS_MARK = 876543219876543219  # patched with the half message's CommitLog offset
 
 
-class PrepareTemplate:
-    """A prepared SEND_MESSAGE_V2 frame of one queue: ``frame(opaque, uniq)``."""
+class SendTemplate:
+    """A SEND_MESSAGE_V2 frame of one queue, prepared (sysFlag 0x4, TRAN_MSG, PGROUP) or plain:
+    ``frame(opaque, uniq)``."""
 
-    def __init__(self, queue_id: int, body: bytes) -> None:
+    def __init__(self, queue_id: int, body: bytes, prepared: bool) -> None:
+        props = {"TAGS": "TagA", "UNIQ_KEY": UNIQ_MARK.decode(), "WAIT": "true"}
+        if prepared:
+            props.update({"TRAN_MSG": "true", "PGROUP": GROUP})
         h = SendMessageRequestHeader(
             producerGroup=GROUP, topic=TOPIC, defaultTopic="TBW102", defaultTopicQueueNums=QUEUES,
-            queueId=queue_id, sysFlag=0x4, bornTimestamp=int(time.time() * 1000), flag=0,
-            properties=encode_properties({"TAGS": "TagA", "UNIQ_KEY": UNIQ_MARK.decode(),
-                                          "TRAN_MSG": "true", "PGROUP": GROUP, "WAIT": "true"}),
+            queueId=queue_id, sysFlag=0x4 if prepared else 0,
+            bornTimestamp=int(time.time() * 1000), flag=0, properties=encode_properties(props),
         )
         self.t = Template(RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, h.to_v2_ext(), body))
         i = self.t.left.index(UNIQ_MARK)
@@ -130,10 +133,12 @@ async def stored(conn: LoadConnection) -> int:
     return total
 
 
-async def run_txns(addr: str, body: bytes, inflight: int, seconds: float, oneway: bool
+async def run_txns(addr: str, body: bytes, inflight: int, seconds: float, mode: str
                    ) -> dict[str, object]:
-    """Keep ``inflight`` transactions outstanding for ``seconds``."""
-    prepares = [PrepareTemplate(q, body) for q in range(QUEUES)]
+    """Keep ``inflight`` transactions (``mode`` ``txn`` or ``oneway``) or plain sends
+    (``plain``) outstanding for ``seconds``."""
+    oneway, plain = mode == "oneway", mode == "plain"
+    prepares = [SendTemplate(q, body, not plain) for q in range(QUEUES)]
     end_t = EndTemplate(oneway)
     conn = await connect(addr)
     before = await stored(conn)
@@ -146,12 +151,18 @@ async def run_txns(addr: str, body: bytes, inflight: int, seconds: float, oneway
     perf = time.perf_counter_ns
     stop_ns = perf() + int(seconds * 1e9)
 
-    def error(what: str, code: int) -> None:
-        key = f"{what}:{code}"
-        errors[key] = errors.get(key, 0) + 1
-
-    def slot_done() -> None:
-        nonlocal live
+    def finish(t0: int, what: str, code: int) -> None:
+        """One transaction (or send) ended with ``code``; the slot starts the next one."""
+        nonlocal done_txns, live
+        if code:
+            errors[f"{what}:{code}"] = errors.get(f"{what}:{code}", 0) + 1
+        else:
+            done_txns += 1
+        now = perf()
+        lat.append(now - t0)
+        if now < stop_ns and code >= 0:
+            begin()
+            return
         live -= 1
         if live == 0 and not finished.done():
             finished.set_result(None)
@@ -162,38 +173,22 @@ async def run_txns(addr: str, body: bytes, inflight: int, seconds: float, oneway
         t0 = perf()
 
         def committed(code: int, ext: dict[str, str], _body: bytes) -> None:
-            nonlocal done_txns
-            if code:
-                error("end", code)
-            else:
-                done_txns += 1
-            lat.append(perf() - t0)
-            following(code)
+            finish(t0, "end", code)
 
         def prepared(code: int, ext: dict[str, str], _body: bytes) -> None:
-            nonlocal done_txns
-            if code:
-                error("prepare", code)
-                following(code)
+            if code or plain:
+                finish(t0, "send", code)
                 return
             queue_offset, phys = int(ext["queueOffset"]), decode_message_id(ext["msgId"])[2]
             if oneway:  # no reply: written with the other frames this read produces
                 conn.out.append(end_t.frame(0, uniq, queue_offset, phys))
                 conn._schedule_flush()
-                done_txns += 1
-                lat.append(perf() - t0)
-                following(0)
+                finish(t0, "end", 0)
             else:
                 conn.request(Build(lambda o: end_t.frame(o, uniq, queue_offset, phys)), committed)
 
         prepare = prepares[n % QUEUES]
         conn.request(Build(lambda o: prepare.frame(o, uniq)), prepared)
-
-    def following(code: int) -> None:
-        if perf() < stop_ns and code >= 0:
-            begin()
-        else:
-            slot_done()
 
     t0 = time.perf_counter()
     for _ in range(inflight):
@@ -213,16 +208,12 @@ async def run_txns(addr: str, body: bytes, inflight: int, seconds: float, oneway
 async def scenario(args: argparse.Namespace, name: str, addr: str, pid: int | None
                    ) -> dict[str, object]:
     body = os.urandom(args.size)
-    await run_sends(addr, [TOPIC], QUEUES, body, 8, 0.3)  # creates the topic, warms up
-    if name != "plain":
-        await run_txns(addr, body, 8, 0.3, name == "oneway")
+    await run_txns(addr, body, 8, 0.3, "plain")  # creates the topic
+    await run_txns(addr, body, 8, 0.5, name)  # warms up
     cpu = CpuMeter(pid)
-    if name == "plain":
-        r = await run_sends(addr, [TOPIC], QUEUES, body, args.inflight, args.seconds)
-    else:
-        r = await run_txns(addr, body, args.inflight, args.seconds, name == "oneway")
-        if r["stored"] != r["messages"]:
-            print(f"  !! {r['messages']} transactions committed, {r['stored']} messages stored")
+    r = await run_txns(addr, body, args.inflight, args.seconds, name)
+    if r["stored"] != r["messages"]:
+        print(f"  !! {r['messages']} sent or committed, {r['stored']} messages stored")
     r.update(cpu.result(int(r["messages"])))  # type: ignore[call-overload]
     return r
 

@@ -21,6 +21,7 @@ from rocketlite.broker.topics import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPI
 from rocketlite.broker.transaction.half import TRANSACTION_CHECK_TIMES
 from rocketlite.client.message import Message, MessageExt
 from rocketlite.client.transaction import LocalTransactionState, TransactionProducer
+from rocketlite.common.errors import DiskFullError
 from rocketlite.formats.message_id import decode_message_id
 from rocketlite.formats.message_record import SYSFLAG_TRANSACTION_COMMIT, decode_record
 from rocketlite.formats.properties import encode_properties
@@ -102,7 +103,8 @@ async def test_prepared_is_invisible_until_commit(env: Env) -> None:
     assert await visible(env, "TxT") == [(b"order-1", "U1")]
     pulled = records((await env.pull("TxT", 0)).body)[0]
     assert pulled.sys_flag & 0xC == SYSFLAG_TRANSACTION_COMMIT
-    assert "REAL_TOPIC" not in pulled.properties
+    assert not {"REAL_TOPIC", "REAL_QID", "TRAN_MSG"} & set(pulled.properties)
+    assert pulled.properties["PGROUP"] == "PG"
     assert pulled.prepared_transaction_offset == half.commit_log_offset
     # A second commit (a retry) stores nothing more.
     assert (await end(env, half, COMMIT)).code == RC.SUCCESS
@@ -195,6 +197,35 @@ async def test_check_immunity_time_defers_the_check(tmp_path: Path) -> None:
             assert env.broker.transactions.processed_offset() == 0  # waits at the immune one
         finally:
             await producer.client.close()
+
+
+async def test_a_failed_append_leaves_the_message_undecided(env: Env,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    half = await prepare(env, "TxF", b"retry", "UF")
+    real_put = env.broker.store.put_messages
+
+    def full(*args: object, **kwargs: object) -> object:
+        raise DiskFullError("disk full (test)")
+
+    monkeypatch.setattr(env.broker.store, "put_messages", full)
+    r = await end(env, half, COMMIT)
+    assert r.code == RC.SERVICE_NOT_AVAILABLE and "disk full" in (r.remark or "")
+    assert not env.broker.transactions.deciding
+    monkeypatch.setattr(env.broker.store, "put_messages", real_put)
+    assert (await end(env, half, COMMIT)).code == RC.SUCCESS  # a retry is not a no-op
+    assert await visible(env, "TxF") == [(b"retry", "UF")]
+
+
+async def test_commit_and_rollback_under_sync_flush(tmp_path: Path) -> None:
+    async with running(tmp_path / "store", SLOW, flushDiskType="SYNC_FLUSH") as env:
+        halves = [await prepare(env, "TxY", b"m%d" % i, f"UY{i}") for i in range(6)]
+        replies = await asyncio.gather(*(end(env, h, COMMIT if i % 2 == 0 else ROLLBACK)
+                                         for i, h in enumerate(halves)))
+        assert [r.code for r in replies] == [RC.SUCCESS] * 6
+        assert sorted(await visible(env, "TxY")) == [(b"m0", "UY0"), (b"m2", "UY2"),
+                                                     (b"m4", "UY4")]
+        assert env.broker.transactions.end.commits == 3
+        assert env.broker.transactions.end.rollbacks == 3
 
 
 class CheckingProducer:

@@ -191,6 +191,8 @@ class TransactionCheckService:
         while i < hi and i - half_start < MAX_SCAN and time.monotonic() < deadline:
             if (i - half_start) % YIELD_EVERY == YIELD_EVERY - 1:
                 await asyncio.sleep(0)
+            if i in svc.deciding:
+                break  # its decision is not stored yet: if that append fails it is undecided
             if i in svc.resolved or i in ops.removed:  # known resolved: no read needed
                 i += 1
                 continue
@@ -198,6 +200,8 @@ class TransactionCheckService:
                 phys_of = {i + k: u[0] for k, u in
                            enumerate(half_cq.get_units(i, min(HALF_BATCH, hi - i)))}
             rec = self._read_half(i, phys_of.get(i))
+            if rec is not None and svc.is_deciding(rec):
+                break
             if rec is None or svc.is_resolved(rec):  # unreadable, or a copy resolved this run
                 i += 1
                 continue

@@ -139,6 +139,7 @@ class EndTransactionProcessor:
         msgs.append(svc.op(half_offset))
         keys = svc.resolution_keys(rec)
         svc.resolved.update(keys)  # now: a duplicate arriving before the append is a no-op
+        svc.deciding.update(keys)
         self._pending.append(_Decision(conn, cmd, msgs, keys, commit))
         if not self._scheduled:
             self._scheduled = True
@@ -181,9 +182,12 @@ class EndTransactionProcessor:
         or the check-back asks)."""
         for d in pending:
             self.service.resolved.difference_update(d.keys)
+            self.service.deciding.difference_update(d.keys)
             _answer(d, code, remark)
 
     def _stored(self, pending: list[_Decision], flushed: Future[None] | None) -> None:
+        for d in pending:
+            self.service.deciding.difference_update(d.keys)
         self.broker.stats.put_messages += sum(len(d.msgs) for d in pending)
         commits = sum(d.commit for d in pending)
         self.commits += commits

@@ -12,10 +12,11 @@ strings are edited in place with the timer's helpers (``timer_divert.get_propert
 - Half (``parseHalfMessageInner``): topic ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0, ``REAL_TOPIC`` /
   ``REAL_QID`` added, the transaction bits reset to NOT_TYPE so the dispatcher indexes it in the
   half queue (a PREPARED record is never put in any ConsumeQueue), hence never in the real topic.
-- Commit (``endMessageTransaction``): back to ``REAL_TOPIC`` / ``REAL_QID`` with those two
-  properties removed and everything else kept (UNIQ_KEY: the client's message id stays stable;
-  TRAN_MSG and PGROUP as Java keeps them), sysFlag COMMIT, ``prepared_transaction_offset`` = the
-  half record's CommitLog offset.
+- Commit (``endMessageTransaction``): back to ``REAL_TOPIC`` / ``REAL_QID`` with those two and
+  TRAN_MSG removed (Java clears all three, though 4.x writes the properties string it built
+  before the clears) and everything else kept (UNIQ_KEY: the client's message id stays stable;
+  PGROUP), sysFlag COMMIT, ``prepared_transaction_offset`` = the half record's CommitLog offset.
+  Without TRAN_MSG a consumer's re-send of the message is never taken for a new half message.
 - Op (``addRemoveTagInTransactionOp``): one message per resolution in
   ``RMQ_SYS_TRANS_OP_HALF_TOPIC`` queue 0 (the half queue's id), tag ``d`` (REMOVETAG), body = the
   half message's queue offset in decimal. The check service reads it back, so a resolution
@@ -130,7 +131,7 @@ def commit_message(rec: MessageRecord) -> MessageToStore | None:
     topic, qid = dest
     return MessageToStore(
         topic, rec.body, qid, rec.flag,
-        set_properties(rec.properties_text, (REAL_TOPIC, REAL_QID), {}),
+        set_properties(rec.properties_text, (REAL_TOPIC, REAL_QID, TRAN_MSG), {}),
         _with_type(rec.sys_flag, SYSFLAG_TRANSACTION_COMMIT), rec.born_timestamp, rec.born_host,
         rec.born_port, rec.reconsume_times, rec.commit_log_offset,
     )

@@ -50,6 +50,9 @@ class TransactionalMessageService:
         self.store = broker.store
         self.clock = clock
         self.resolved: set[int] = set()
+        # Resolved, but the final message and op record still wait for the END batch's append
+        # (``end.py``): the check stops there, so a failed append leaves them to be checked.
+        self.deciding: set[int] = set()
         self.end = EndTransactionProcessor(self)
         self.check = TransactionCheckService(self)
 
@@ -69,7 +72,10 @@ class TransactionalMessageService:
         self.end.register()
 
     def start(self) -> None:
-        self.check.start()
+        """Start the check-back service, on a master only (as Java: a slave's half queue is a
+        replica, its master asks the producers)."""
+        if self.broker.config.is_master:
+            self.check.start()
 
     async def stop(self) -> None:
         await self.check.stop()
@@ -126,6 +132,13 @@ class TransactionalMessageService:
             return True
         original = parse_int(get_property(rec.properties_text, PREPARED_QUEUE_OFFSET))
         return original is not None and original in self.resolved
+
+    def is_deciding(self, rec: MessageRecord) -> bool:
+        """Whether a decision on ``rec`` (or on its original) waits for its append."""
+        if not self.deciding:
+            return False
+        original = parse_int(get_property(rec.properties_text, PREPARED_QUEUE_OFFSET))
+        return rec.queue_offset in self.deciding or original in self.deciding
 
     def prune_resolved(self) -> None:
         """Bound the memory: past ``MAX_RESOLVED`` entries keep the newest half."""

@@ -7,7 +7,8 @@
   that start scenario scripts; at the end every script still running is killed and the broker
   is stopped (SIGTERM, then SIGKILL after a timeout). A passing test's store is deleted (its
   preallocated CommitLog segments take 1 GiB each by default); a failing test's is kept, with the
-  logs, under pytest's tmp_path.
+  logs, under pytest's tmp_path. A test marked ``@pytest.mark.broker_conf({...})`` gets a broker
+  started with those broker.conf keys (e.g. a short ``messageDelayLevel``).
 
 The tests are marked ``conformance`` and are part of the default run (``scripts/test``, so CI);
 ``pytest -m conformance`` runs them alone.
@@ -49,9 +50,14 @@ def clients() -> Clients:
                    cpp_dir=CPP_DIR, setup_output=output)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "broker_conf(props): broker.conf keys for the cx broker")
+
+
 @pytest.fixture
 def cx(clients: Clients, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Conformance]:
-    world = Conformance(clients, tmp_path)
+    marker = request.node.get_closest_marker("broker_conf")
+    world = Conformance(clients, tmp_path, marker.args[0] if marker else None)
     world.start_broker()
     try:
         yield world

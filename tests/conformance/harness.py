@@ -29,6 +29,7 @@ import remoting_admin
 from remoting_admin import loads_lenient
 
 from rocketlite.cli.store_commands import iter_commitlog, read_units, verify_store
+from rocketlite.formats.delay import parse_delay_levels
 from rocketlite.formats.properties import KEYS, decode_properties
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -202,9 +203,12 @@ class ClientProcess:
 
 class BrokerProcess:
     """``python -m rocketlite start`` (NameServer and broker in one process) on free loopback
-    ports with its own store; ready when its console prints ``rocketlite ready``."""
+    ports with its own store; ready when its console prints ``rocketlite ready``. ``conf``, if
+    given, is written as a broker.conf (RocketMQ keys, e.g. ``messageDelayLevel``) next to the store
+    and passed with ``-c``."""
 
-    def __init__(self, store_dir: Path, log_path: Path) -> None:
+    def __init__(self, store_dir: Path, log_path: Path,
+                 conf: dict[str, str] | None = None) -> None:
         self.store_dir = store_dir
         self.log_path = log_path
         self.namesrv_port = free_port()
@@ -215,6 +219,11 @@ class BrokerProcess:
         self.argv = [part.format(python=sys.executable, store_dir=store_dir,
                                  namesrv_port=self.namesrv_port, broker_port=self.broker_port)
                      for part in shlex.split(template)]
+        if conf:
+            conf_path = store_dir.parent / "broker.conf"
+            conf_path.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
+            self.argv += ["-c", str(conf_path)]
+        self.conf = dict(conf or {})
         self.proc: subprocess.Popen[bytes] | None = None
         self.exit_code: int | None = None
 
@@ -301,7 +310,8 @@ class StoreState:
     abort_present: bool = False
 
     @classmethod
-    def read(cls, root: Path) -> StoreState:
+    def read(cls, root: Path, delay_levels_ms: Sequence[int] | None = None) -> StoreState:
+        """``delay_levels_ms``: the broker's ``messageDelayLevel`` (default: RocketMQ's)."""
         messages = []
         for _, rec, err in iter_commitlog(root):
             if rec is None:
@@ -322,7 +332,8 @@ class StoreState:
                     qmax[(topic_dir.name, int(qdir.name))] = us[-1][0] + 1 if us else 0
         return cls(root=root, messages=messages, queue_units=units, queue_max=qmax,
                    consumer_offsets=read_consumer_offsets(root),
-                   problems=verify_store(root), abort_present=(root / "abort").exists())
+                   problems=verify_store(root, delay_levels_ms=delay_levels_ms),
+                   abort_present=(root / "abort").exists())
 
     def units_of(self, topic: str) -> dict[int, int]:
         return {q: n for (t, q), n in self.queue_units.items() if t == topic}
@@ -411,7 +422,8 @@ class Conformance:
 
     CLIENT_DEADLINE_MS = 90_000  # every scenario script's own hard deadline
 
-    def __init__(self, clients: Clients, tmp: Path) -> None:
+    def __init__(self, clients: Clients, tmp: Path,
+                 broker_conf: dict[str, str] | None = None) -> None:
         self.clients = clients
         self.tmp = tmp
         self.run_id = uuid.uuid4().hex[:8]
@@ -419,7 +431,7 @@ class Conformance:
         self.logs.mkdir()
         self.home = tmp / "home"  # the C++ client logs under $HOME/logs/rocketmq-cpp
         self.home.mkdir()
-        self.broker = BrokerProcess(tmp / "store", self.logs / "broker.log")
+        self.broker = BrokerProcess(tmp / "store", self.logs / "broker.log", broker_conf)
         self.processes: list[ClientProcess] = []
         self._count = 0
 
@@ -446,7 +458,9 @@ class Conformance:
             p.kill()
         code = self.broker.stop()
         assert code == 0, f"the broker exited with {code} on SIGTERM\n{self.broker.describe()}"
-        state = StoreState.read(self.broker.store_dir)
+        levels = self.broker.conf.get("messageDelayLevel")
+        state = StoreState.read(self.broker.store_dir,
+                                parse_delay_levels(levels) if levels else None)
         assert not state.abort_present, "the store's abort file is left after a clean stop"
         assert not state.problems, ("the stopped store is inconsistent: "
                                     + "; ".join(state.problems[:10]))

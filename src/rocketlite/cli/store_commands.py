@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import mmap
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -19,6 +19,12 @@ from rocketlite.common.errors import CorruptRecordError
 from rocketlite.formats import message_record as rec
 from rocketlite.formats.checkpoint_layout import CHECKPOINT
 from rocketlite.formats.consume_queue_unit import CQ_UNIT, CQ_UNIT_SIZE, is_valid_unit
+from rocketlite.formats.delay import (
+    DEFAULT_DELAY_LEVELS,
+    SCHEDULE_TOPIC,
+    parse_delay_levels,
+    schedule_tags_code,
+)
 from rocketlite.formats.index_layout import (
     INDEX_ENTRY,
     INDEX_ENTRY_SIZE,
@@ -27,7 +33,7 @@ from rocketlite.formats.index_layout import (
 )
 from rocketlite.formats.javahash import index_key_hash, tags_code
 from rocketlite.formats.message_id import encode_message_id
-from rocketlite.formats.properties import KEYS, TAGS, UNIQ_KEY, decode_properties
+from rocketlite.formats.properties import DELAY, KEYS, TAGS, UNIQ_KEY, decode_properties
 
 store_app = typer.Typer(help="Inspect and verify a store directory.", no_args_is_help=True)
 console = Console()
@@ -182,8 +188,15 @@ class _Expected:
     tags_code: int
 
 
-def verify_store(root: Path, hash_slot_num: int | None = None) -> list[str]:
-    """Check that CommitLog, ConsumeQueue and IndexFile agree; return the problems found."""
+def verify_store(root: Path, hash_slot_num: int | None = None,
+                 delay_levels_ms: Sequence[int] | None = None) -> list[str]:
+    """Check that CommitLog, ConsumeQueue and IndexFile agree; return the problems found.
+
+    A ``SCHEDULE_TOPIC_XXXX`` unit carries its deliver time instead of the tag hash (as the
+    dispatcher writes it), computed with ``delay_levels_ms`` (the store's ``messageDelayLevel``;
+    RocketMQ's default table if None)."""
+    levels = (parse_delay_levels(DEFAULT_DELAY_LEVELS) if delay_levels_ms is None
+              else delay_levels_ms)
     problems: list[str] = []
     expected: dict[tuple[str, int], dict[int, _Expected]] = {}
     keyed: list[tuple[str, str, int]] = []
@@ -198,8 +211,11 @@ def verify_store(root: Path, hash_slot_num: int | None = None) -> list[str]:
         if txn in (rec.SYSFLAG_TRANSACTION_PREPARED, rec.SYSFLAG_TRANSACTION_ROLLBACK):
             continue
         props = decode_properties(m.properties_text)
+        code = None
+        if m.topic == SCHEDULE_TOPIC:
+            code = schedule_tags_code(props.get(DELAY), m.store_timestamp, levels)
         expected.setdefault((m.topic, m.queue_id), {})[m.queue_offset] = _Expected(
-            offset, m.total_size, tags_code(props.get(TAGS)))
+            offset, m.total_size, tags_code(props.get(TAGS)) if code is None else code)
         keys = [*props.get(KEYS, "").split(" "), props.get(UNIQ_KEY, "")]
         keyed.extend((m.topic, key, offset) for key in keys if key)
     queues = {(topic, qid): read_units(qdir) for topic, qid, qdir in _queue_dirs(root)}

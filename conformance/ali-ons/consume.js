@@ -79,10 +79,15 @@ async function main() {
   });
   // ali-ons emits a handler's exception as an 'error' event (prefixed with the topic and msgId)
   // before it sends the message back: a planned failure is no complaint.
+  // Once this script closes the consumer, ali-ons may report a request of its own cut short by
+  // that close (a route update on the NameServer socket): closing_error, no complaint either.
   const reportClientError = common.clientErrorReporter();
+  let closing = false;
   consumer.on('error', err => {
     if (String(err && err.message).includes(PLANNED_FAILURE)) {
       common.emit('handler_failed', { message: String(err.message).slice(-300) });
+    } else if (closing && err && err.name === 'SocketCloseError') {
+      common.emit('closing_error', { name: err.name, message: String(err.message).slice(-300) });
     } else {
       reportClientError(err);
     }
@@ -121,6 +126,7 @@ async function main() {
   let stopping = null;
   const stop = reason => {
     if (!stopping) {
+      closing = true;
       stopping = (async () => {
         state.phase = `closing the consumer (${reason})`;
         const close = await common.closeWithin(consumer, 10000);

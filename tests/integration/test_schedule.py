@@ -12,15 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from integration.client.clientconf import Cluster, eventually, store_config
+from integration.client.clientconf import Cluster, eventually, open_cluster
 from rocketlite.broker.broker import Broker
-from rocketlite.broker.config import BrokerConfig
 from rocketlite.client.instance import ClientConfig
 from rocketlite.client.message import Message, MessageExt
 from rocketlite.client.producer import Producer
 from rocketlite.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketlite.formats.delay import SCHEDULE_TOPIC
-from rocketlite.namesrv.server import NameServer
 from rocketlite.protocol.bodies import ConsumeFromWhere
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
@@ -31,31 +29,11 @@ pytestmark = pytest.mark.integration
 LEVELS = "1s 2s 3s"
 
 
-class DelayCluster(Cluster):
-    """The client tests' cluster with a short delay level table in the store's properties."""
-
-    async def start_broker(self, name: str = "broker-a", **props: str) -> Broker:
-        conf = {"namesrvAddr": self.ns_addr, "brokerName": name}
-        conf.update(props)
-        store = store_config(self.root / name, listenPort=str(self.ports.get(name, 0)),
-                             brokerIP1="127.0.0.1", messageDelayLevel=LEVELS)
-        broker = Broker(BrokerConfig.from_properties(conf), store)
-        await broker.start()
-        self.brokers[name] = broker
-        self.ports[name] = broker.port
-        return broker
-
-
 @pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[DelayCluster]:
-    ns = NameServer("127.0.0.1", 0, auto_create_route=False)
-    await ns.start()
-    c = DelayCluster(tmp_path, ns)
-    try:
-        await c.start_broker("broker-a")
+async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+    """The client tests' cluster with a short delay level table."""
+    async with open_cluster(tmp_path, messageDelayLevel=LEVELS) as c:
         yield c
-    finally:
-        await c.close()
 
 
 def now_ms() -> int:
@@ -88,7 +66,7 @@ def real_topic_count(broker: Broker, topic: str) -> int:
     return sum(cq.max_offset for q in range(8) if (cq := broker.store.find_queue(topic, q)))
 
 
-async def test_each_level_delivers_within_its_window(cluster: DelayCluster) -> None:
+async def test_each_level_delivers_within_its_window(cluster: Cluster) -> None:
     sink = Sink()
     async with Producer("PG", namesrv_addr=cluster.ns_addr) as p:
         await p.send(Message("DelayT1", b"warm-up"))
@@ -114,7 +92,7 @@ async def test_each_level_delivers_within_its_window(cluster: DelayCluster) -> N
     assert broker.store.find_queue(SCHEDULE_TOPIC, 2) is not None
 
 
-async def test_restart_mid_delay_keeps_every_message(cluster: DelayCluster) -> None:
+async def test_restart_mid_delay_keeps_every_message(cluster: Cluster) -> None:
     n = 50
     async with Producer("PG", namesrv_addr=cluster.ns_addr) as p:
         await p.send(Message("DelayT2", b"warm-up"))

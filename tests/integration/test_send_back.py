@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from integration.client.clientconf import eventually
-from integration.test_schedule import DelayCluster, real_topic_count
+from integration.client.clientconf import Cluster, eventually, open_cluster
+from integration.test_schedule import LEVELS, real_topic_count
 from rocketlite.cli.admin_commands import resend_dlq
 from rocketlite.client.instance import ClientConfig
 from rocketlite.client.lite_pull_consumer import LitePullConsumer
@@ -22,7 +22,6 @@ from rocketlite.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketlite.formats.delay import SCHEDULE_TOPIC
 from rocketlite.formats.message_record import MessageRecord as RecordT
 from rocketlite.formats.properties import decode_properties
-from rocketlite.namesrv.server import NameServer
 from rocketlite.protocol.bodies import ConsumeFromWhere
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
@@ -33,15 +32,9 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[DelayCluster]:
-    ns = NameServer("127.0.0.1", 0, auto_create_route=False)
-    await ns.start()
-    c = DelayCluster(tmp_path, ns)
-    try:
-        await c.start_broker("broker-a")
+async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+    async with open_cluster(tmp_path, messageDelayLevel=LEVELS) as c:
         yield c
-    finally:
-        await c.close()
 
 
 def fast(ns_addr: str) -> ClientConfig:
@@ -49,7 +42,7 @@ def fast(ns_addr: str) -> ClientConfig:
                         heartbeat_interval=1.0)
 
 
-async def push(cluster: DelayCluster, group: str, topic: str, handler: object,
+async def push(cluster: Cluster, group: str, topic: str, handler: object,
                max_reconsume_times: int | None = None) -> PushConsumer:
     c = PushConsumer(group, config=fast(cluster.ns_addr),
                      consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
@@ -60,7 +53,7 @@ async def push(cluster: DelayCluster, group: str, topic: str, handler: object,
     return c
 
 
-async def test_failing_twice_is_consumed_three_times(cluster: DelayCluster) -> None:
+async def test_failing_twice_is_consumed_three_times(cluster: Cluster) -> None:
     seen: list[MessageExt] = []
 
     def handler(msgs: list[MessageExt]) -> ConsumeStatus:
@@ -83,7 +76,7 @@ async def test_failing_twice_is_consumed_three_times(cluster: DelayCluster) -> N
     assert broker.schedule.delivered == 2
 
 
-async def test_always_failing_lands_in_the_dlq(cluster: DelayCluster) -> None:
+async def test_always_failing_lands_in_the_dlq(cluster: Cluster) -> None:
     calls = Counter[str]()
 
     def handler(msgs: list[MessageExt]) -> ConsumeStatus:
@@ -120,7 +113,7 @@ async def test_always_failing_lands_in_the_dlq(cluster: DelayCluster) -> None:
     assert m.properties["RETRY_TOPIC"] == "BackT2" and "DELAY" not in m.properties
 
 
-async def test_unknown_group_and_bad_offset(cluster: DelayCluster) -> None:
+async def test_unknown_group_and_bad_offset(cluster: Cluster) -> None:
     broker = cluster.brokers["broker-a"]
     broker.subscriptions.auto_create = False
     client = RemotingClient()
@@ -137,7 +130,7 @@ async def test_unknown_group_and_bad_offset(cluster: DelayCluster) -> None:
         await client.close()
 
 
-async def test_resend_dlq_sends_dead_letters_to_their_topic(cluster: DelayCluster) -> None:
+async def test_resend_dlq_sends_dead_letters_to_their_topic(cluster: Cluster) -> None:
     def handler(msgs: list[MessageExt]) -> ConsumeStatus:
         return ConsumeStatus.RECONSUME_LATER
 
@@ -167,7 +160,7 @@ async def test_resend_dlq_sends_dead_letters_to_their_topic(cluster: DelayCluste
     assert all(m.tags == "T" and m.properties.get("app") == "x" for m in seen)
 
 
-async def test_send_back_rules(cluster: DelayCluster) -> None:
+async def test_send_back_rules(cluster: Cluster) -> None:
     """The header's delay level (0 → 3 + reconsumeTimes, clamped to the table), a retry of a
     retry keeping RETRY_TOPIC and ORIGIN_MESSAGE_ID, the DLQ for delayLevel < 0 and past
     maxReconsumeTimes, never delayed."""

@@ -10,13 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from integration.client.clientconf import Cluster, eventually
+from integration.client.clientconf import Cluster, eventually, open_cluster
 from rocketlite.client.errors import MQBrokerError
 from rocketlite.client.instance import ClientConfig
 from rocketlite.client.message import Message, MessageExt
 from rocketlite.client.producer import Producer
 from rocketlite.client.push_consumer import ConsumeStatus, PushConsumer
-from rocketlite.namesrv.server import NameServer
 from rocketlite.protocol.bodies import ConsumeFromWhere
 from rocketlite.protocol.codes import ResponseCode
 
@@ -25,15 +24,9 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    """A NameServer and ``broker-a`` (the client tests' cluster, which lives in their folder)."""
-    ns = NameServer("127.0.0.1", 0, auto_create_route=False)
-    await ns.start()
-    c = Cluster(tmp_path, ns)
-    try:
-        await c.start_broker("broker-a")
+    """The client tests' cluster (whose fixture lives in their folder)."""
+    async with open_cluster(tmp_path) as c:
         yield c
-    finally:
-        await c.close()
 
 
 def now_ms() -> int:

@@ -62,13 +62,13 @@ Held = tuple[Connection, RemotingCommand, int, int, int, str | None]
 
 
 _TXN_MASK = 0x4 | 0x8  # sysFlag: a prepared (0x4) or committed (0x8) transactional message
-_DIVERT_MARKS = ("DELAY\x01", "TIMER_")
 
 
 def may_divert(properties: str) -> bool:
     """Whether a message may be stored somewhere other than its topic (a delay level or a timer
-    property): a cheap test on the encoded properties, exact checks are the diverters'."""
-    return any(mark in properties for mark in _DIVERT_MARKS)
+    property): a cheap test on the encoded properties (per message: no generator), exact checks
+    are the diverters'."""
+    return "DELAY\x01" in properties or "TIMER_" in properties
 
 
 def _answer(conn: Connection, cmd: RemotingCommand, code: int, remark: str) -> None:

@@ -12,13 +12,11 @@ the fields it held in full are kept and the others read as 0.
 from __future__ import annotations
 
 import logging
-import mmap
-import os
 import threading
 from pathlib import Path
 
-from rocketlite.common.errors import FlushError
 from rocketlite.formats.checkpoint_layout import CHECKPOINT, CHECKPOINT_FILE_SIZE
+from rocketlite.store.fixed_file import FixedFile
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +27,6 @@ ConsumeQueue timestamps (store timestamps have millisecond granularity and cross
 _FIELDS = ("physic_msg_timestamp", "logics_msg_timestamp", "index_msg_timestamp",
            "master_flushed_offset", "confirm_phy_offset")
 _LONG = 8
-_fdatasync = getattr(os, "fdatasync", os.fsync)
 
 
 class StoreCheckpoint:
@@ -45,22 +42,13 @@ class StoreCheckpoint:
         self.path = Path(path)
         self._lock = threading.Lock()
         self._closed = False
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            size = os.fstat(fd).st_size
-            head = os.pread(fd, CHECKPOINT.size, 0)
-            repaired = 0 < size < CHECKPOINT_FILE_SIZE
-            if repaired:
-                log.warning("checkpoint %s is %d bytes, not %d: extending it; fields past byte %d "
-                            "read as 0", self.path, size, CHECKPOINT_FILE_SIZE,
-                            len(head) - len(head) % _LONG)
-            if size < CHECKPOINT_FILE_SIZE:
-                os.ftruncate(fd, CHECKPOINT_FILE_SIZE)
-            self._mm = mmap.mmap(fd, CHECKPOINT_FILE_SIZE)
-        except BaseException:
-            os.close(fd)
-            raise
-        self._fd = fd
+        self._file = FixedFile(self.path, CHECKPOINT_FILE_SIZE)
+        size = self._file.size_at_open
+        head = self._file.mm[:min(size, CHECKPOINT.size)]  # what the file held before it was extended
+        repaired = 0 < size < CHECKPOINT_FILE_SIZE
+        if repaired:
+            log.warning("checkpoint %s is %d bytes, not %d: extended; fields past byte %d read as 0",
+                        self.path, size, CHECKPOINT_FILE_SIZE, len(head) - len(head) % _LONG)
         whole = len(head) - len(head) % _LONG  # a field cut short by the truncation reads as 0
         values = CHECKPOINT.unpack(head[:whole].ljust(CHECKPOINT.size, b"\0"))
         for name, value in zip(_FIELDS, values, strict=True):
@@ -85,11 +73,8 @@ class StoreCheckpoint:
         with self._lock:
             if self._closed:
                 raise ValueError(f"checkpoint {self.path} is closed")
-            CHECKPOINT.pack_into(self._mm, 0, *(getattr(self, name) for name in _FIELDS))
-            try:
-                _fdatasync(self._fd)
-            except OSError as e:
-                raise FlushError(f"fdatasync of {self.path} failed: {e}") from e
+            CHECKPOINT.pack_into(self._file.mm, 0, *(getattr(self, name) for name in _FIELDS))
+            self._file.sync()
 
     def close(self) -> None:
         """Flush, unmap and close. A second call does nothing."""
@@ -100,8 +85,7 @@ class StoreCheckpoint:
         finally:
             with self._lock:
                 self._closed = True
-                self._mm.close()
-                os.close(self._fd)
+                self._file.close()
 
     def __enter__(self) -> StoreCheckpoint:
         return self

@@ -12,21 +12,17 @@ reads as zeros (a fresh timer).
 
 from __future__ import annotations
 
-import mmap
-import os
 import threading
 import time
 from pathlib import Path
 
-from rocketlite.common.errors import FlushError
 from rocketlite.formats.timer import (
     TIMER_CHECKPOINT,
     TIMER_CHECKPOINT_FILE_SIZE,
     TimerCheckpointData,
     decode_checkpoint,
 )
-
-_fdatasync = getattr(os, "fdatasync", os.fsync)
+from rocketlite.store.fixed_file import FixedFile
 
 
 class TimerCheckpoint:
@@ -37,19 +33,10 @@ class TimerCheckpoint:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._closed = False
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            size = os.fstat(fd).st_size
-            head = os.pread(fd, TIMER_CHECKPOINT.size, 0)
-            if size < TIMER_CHECKPOINT_FILE_SIZE:
-                os.ftruncate(fd, TIMER_CHECKPOINT_FILE_SIZE)
-            self._mm = mmap.mmap(fd, TIMER_CHECKPOINT_FILE_SIZE)
-        except BaseException:
-            os.close(fd)
-            raise
-        self._fd = fd
-        self.existed = size > 0
-        data = decode_checkpoint(head.ljust(TIMER_CHECKPOINT.size, b"\0"))
+        self._file = FixedFile(self.path, TIMER_CHECKPOINT_FILE_SIZE)
+        self.existed = self._file.size_at_open > 0
+        head = self._file.mm[:TIMER_CHECKPOINT.size]  # a short file was extended with zeros
+        data = decode_checkpoint(head)
         self.last_read_time_ms = data.last_read_time_ms
         self.last_timer_log_flush_pos = data.last_timer_log_flush_pos
         self.last_timer_queue_offset = data.last_timer_queue_offset
@@ -80,11 +67,8 @@ class TimerCheckpoint:
         with self._lock:
             if self._closed:
                 raise ValueError(f"timer checkpoint {self.path} is closed")
-            TIMER_CHECKPOINT.pack_into(self._mm, 0, *self.data())
-            try:
-                _fdatasync(self._fd)
-            except OSError as e:
-                raise FlushError(f"fdatasync of {self.path} failed: {e}") from e
+            TIMER_CHECKPOINT.pack_into(self._file.mm, 0, *self.data())
+            self._file.sync()
 
     def close(self, flush: bool = True) -> None:
         """Flush (unless told not to: a simulated crash), unmap and close; idempotent."""
@@ -96,8 +80,7 @@ class TimerCheckpoint:
         finally:
             with self._lock:
                 self._closed = True
-                self._mm.close()
-                os.close(self._fd)
+                self._file.close()
 
     def __repr__(self) -> str:
         return f"TimerCheckpoint({str(self.path)!r}, {self.data()})"

@@ -19,17 +19,13 @@ writer only on times at or after the write time, the reader only before it), so 
 
 from __future__ import annotations
 
-import contextlib
-import mmap
-import os
 import sys
 from array import array
 from pathlib import Path
 
-from rocketlite.common.errors import FlushError, StoreError
+from rocketlite.common.errors import StoreError
 from rocketlite.formats.timer import EMPTY_SLOT, SLOT, SLOT_SIZE, Slot
-
-_fdatasync = getattr(os, "fdatasync", os.fsync)
+from rocketlite.store.fixed_file import FixedFile
 
 BLANK = -1
 IGNORE = -2  # ``revise_slot``: leave this field as it is
@@ -46,21 +42,14 @@ class TimerWheel:
         self.slot_count = 2 * slots_total
         self.length = self.slot_count * SLOT_SIZE
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            size = os.fstat(fd).st_size
-            if size not in (0, self.length):
-                raise StoreError(
-                    f"timer wheel {self.path} is {size} bytes, expected {self.length} "
-                    f"({slots_total} x 2 slots of {SLOT_SIZE} bytes): was it written with another "
-                    "slot count?")
-            if size == 0:
-                os.ftruncate(fd, self.length)  # sparse: untouched slots cost no disk
-            self._mm = mmap.mmap(fd, self.length)
-        except BaseException:
-            os.close(fd)
-            raise
-        self._fd = fd
+        size = self.path.stat().st_size if self.path.exists() else 0
+        if size not in (0, self.length):
+            raise StoreError(
+                f"timer wheel {self.path} is {size} bytes, expected {self.length} "
+                f"({slots_total} x 2 slots of {SLOT_SIZE} bytes): was it written with another "
+                "slot count?")
+        self._file = FixedFile(self.path, self.length)  # created sparse: untouched slots cost no disk
+        self._mm = self._file.mm
         self._closed = False
 
     # -- slots -------------------------------------------------------------------------------
@@ -129,10 +118,7 @@ class TimerWheel:
         """fdatasync: the slots written through the mapping are in the page cache it covers."""
         if self._closed:
             return
-        try:
-            _fdatasync(self._fd)
-        except OSError as e:
-            raise FlushError(f"fdatasync of {self.path} failed: {e}") from e
+        self._file.sync()
 
     def close(self, flush: bool = True) -> None:
         if self._closed:
@@ -142,6 +128,4 @@ class TimerWheel:
                 self.flush()
         finally:
             self._closed = True
-            with contextlib.suppress(BufferError):
-                self._mm.close()
-            os.close(self._fd)
+            self._file.close()

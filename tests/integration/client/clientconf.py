@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -38,9 +39,10 @@ class Cluster:
     """One NameServer and named brokers (``broker-a`` first) that tests can stop and restart on
     the same port and store."""
 
-    def __init__(self, root: Path, ns: NameServer) -> None:
+    def __init__(self, root: Path, ns: NameServer, store_props: dict[str, str] | None = None) -> None:
         self.root = root
         self.ns = ns
+        self.store_props = store_props or {}  # extra store properties for every broker
         self.ns_addr = f"127.0.0.1:{ns.port}"
         self.brokers: dict[str, Broker] = {}
         self.ports: dict[str, int] = {}
@@ -48,7 +50,8 @@ class Cluster:
     async def start_broker(self, name: str = "broker-a", **props: str) -> Broker:
         conf = {"namesrvAddr": self.ns_addr, "brokerName": name}
         conf.update(props)
-        store = store_config(self.root / name, listenPort=str(self.ports.get(name, 0)), brokerIP1="127.0.0.1")
+        store = store_config(self.root / name, listenPort=str(self.ports.get(name, 0)), brokerIP1="127.0.0.1",
+                             **self.store_props)
         broker = Broker(BrokerConfig.from_properties(conf), store)
         await broker.start()
         self.brokers[name] = broker
@@ -68,16 +71,24 @@ class Cluster:
         await self.ns.close()
 
 
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+@contextlib.asynccontextmanager
+async def open_cluster(root: Path, **store_props: str) -> AsyncIterator[Cluster]:
+    """A NameServer and ``broker-a`` (store properties ``store_props`` on top of the defaults),
+    closed on exit."""
     ns = NameServer("127.0.0.1", 0, auto_create_route=False)
     await ns.start()
-    c = Cluster(tmp_path, ns)
+    c = Cluster(root, ns, store_props)
     try:
         await c.start_broker("broker-a")
         yield c
     finally:
         await c.close()
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+    async with open_cluster(tmp_path) as c:
+        yield c
 
 
 async def eventually(check: Callable[[], object], timeout: float = TIMEOUT) -> None:  # noqa: ASYNC109

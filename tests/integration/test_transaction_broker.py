@@ -328,9 +328,13 @@ async def test_decisions_survive_a_restart(tmp_path: Path) -> None:
     async with running(root, FAST) as env:
         producer = CheckingProducer(env, None)
         try:
+            # Decisions taken before the restart make a repeated END a no-op after it too.
+            assert (await end(env, committed, COMMIT)).code == RC.SUCCESS
+            assert (await end(env, rolled, COMMIT)).code == RC.SUCCESS
             assert (await end(env, pending, COMMIT)).code == RC.SUCCESS
             await producer.register()
             assert sorted(await visible(env, "TxS")) == [(b"early", "US1"), (b"late", "US2")]
+            assert env.broker.transactions.end.commits == 1
             await eventually(lambda: env.broker.transactions.check.stats.rounds >= 3)
             assert producer.checks == []  # every half message was resolved, none is asked about
             assert env.broker.transactions.check.stats.re_put == 0

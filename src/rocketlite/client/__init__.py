@@ -11,6 +11,8 @@ from rocketlite.client.message import Message, MessageExt
 from rocketlite.client.producer import Producer, SendResult, SendStatus, select_by_hash
 from rocketlite.client.push_consumer import ConsumeStatus, OrderlyStatus, PushConsumer
 from rocketlite.client.transaction import (
+    HalfProducer,
+    HalfReceipt,
     LocalTransactionState,
     TransactionListener,
     TransactionProducer,
@@ -20,6 +22,8 @@ from rocketlite.client.transaction import (
 __all__ = [
     "ClientConfig",
     "ConsumeStatus",
+    "HalfProducer",
+    "HalfReceipt",
     "LitePullConsumer",
     "LocalTransactionState",
     "MQBrokerError",

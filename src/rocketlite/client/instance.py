@@ -26,7 +26,13 @@ from typing import Protocol
 
 from rocketlite.client.errors import MQBrokerError, MQClientError
 from rocketlite.common.errors import FormatError, RemotingError
-from rocketlite.protocol.bodies import ConsumerData, HeartbeatData, ProducerData, TopicRouteData
+from rocketlite.protocol.bodies import (
+    ConsumerData,
+    HeartbeatData,
+    ProducerData,
+    TopicList,
+    TopicRouteData,
+)
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.headers import (
@@ -265,6 +271,17 @@ class ClientInstance:
             return TopicRouteData.from_json(reply.body)
         except FormatError as e:
             raise MQClientError(f"the NameServer's route for {topic!r} is malformed: {e}") from e
+
+    async def fetch_topic_list(self) -> set[str]:
+        """Every topic the NameServer knows (GET_ALL_TOPIC_LIST_FROM_NAMESERVER), system ones too."""
+        reply = await self.invoke_namesrv(RemotingCommand.request(
+            RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
+        if reply.code != ResponseCode.SUCCESS:
+            raise MQBrokerError(reply.code, reply.remark, "the NameServer")
+        try:
+            return set(TopicList.from_json(reply.body).topicList)
+        except FormatError as e:
+            raise MQClientError(f"the NameServer's topic list is malformed: {e}") from e
 
     async def update_route(self, topic: str) -> TopicRouteData | None:
         """Fetch, cache and hand ``topic``'s route to the producers and consumers that use it."""

@@ -69,7 +69,12 @@ _CODECS: Final = {"zlib": COMPRESSION_ZLIB, "lz4": COMPRESSION_LZ4, "zstd": COMP
 @dataclass(slots=True)
 class Message:
     """A message to send. ``keys`` are indexed by the broker (query by key); ``tags`` filter on
-    consume; ``delay_level`` (1-18) and ``deliver_time_ms`` (epoch ms) delay delivery."""
+    consume; ``delay_level`` (1-18) and ``deliver_time_ms`` (epoch ms) delay delivery.
+
+    ``uniq_key`` presets the UNIQ_KEY (the message id) instead of the producer's generated one, as
+    Java keeps a UNIQ_KEY already on a message (``MessageClientIDSetter.setUniqID``): a writer
+    that may send the same record again (a retried Spark task) gives both copies one id, so
+    consumers can deduplicate and the broker's index finds either by it."""
 
     topic: str
     body: bytes
@@ -80,6 +85,7 @@ class Message:
     delay_level: int = 0
     deliver_time_ms: int | None = None
     wait_store_msg_ok: bool = True
+    uniq_key: str | None = None
 
     def key_list(self) -> list[str]:
         if self.keys is None:
@@ -115,6 +121,16 @@ class Message:
 
 def _bad_text(s: str) -> bool:
     return not s or "\x01" in s or "\x02" in s
+
+
+_UNIQ_KEY_TEXT = re.compile(r"[0-9A-Za-z_.:-]{1,128}")
+
+
+def check_uniq_key(uniq: str) -> None:
+    """A preset UNIQ_KEY: 1-128 characters of letters, digits, ``_ . : -`` (RocketMQ's own are 32
+    upper-case hex digits); anything else could break the property string or the index."""
+    if _UNIQ_KEY_TEXT.fullmatch(uniq) is None:
+        raise MQClientError(f"uniq_key {uniq!r} is invalid: 1-128 letters, digits, '_', '.', ':' or '-'")
 
 
 @dataclass(slots=True)

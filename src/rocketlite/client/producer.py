@@ -33,6 +33,7 @@ from rocketlite.client.message import (
     Message,
     UniqKeyGenerator,
     check_topic,
+    check_uniq_key,
     compress,
     compression_flag,
 )
@@ -250,7 +251,11 @@ class Producer:
             raise MQClientError(f"message body is {len(body)} bytes; "
                                 f"max_message_size is {self.max_message_size}")
         wire = msg.wire_properties()
-        uniq = self._uniq.next()
+        uniq = msg.uniq_key
+        if uniq is None:
+            uniq = self._uniq.next()
+        else:
+            check_uniq_key(uniq)
         wire[props.UNIQ_KEY] = uniq
         sys_flag = 0
         body = bytes(body)

@@ -30,6 +30,15 @@ the broker's check-back settles the half message.
 
 As in Java, a delay level on a transactional message is cleared (a half message is never
 delayed); a timer (``deliver_time_ms``) and batches are refused.
+
+Two-phase sends without a local transaction (``HalfProducer``, which ``TransactionProducer``
+extends): ``send_half(msg)`` stores a half message and returns a ``HalfReceipt`` (plain data:
+it pickles, so the decision can be taken later by another process, e.g. a Spark driver
+committing what its executors sent), and ``end(receipt, commit)`` sends END_TRANSACTION as a
+request (not oneway) so the caller learns that the broker applied it. A HalfProducer has no
+listener: the broker's check-backs go unanswered, so a half message nobody ends stays invisible
+and, after ``transactionCheckMax`` checks, lands in ``TRANS_CHECK_MAX_TIME_TOPIC``. The broker
+treats an END for a half message it already resolved as a no-op, so ``end`` may be retried.
 """
 
 from __future__ import annotations
@@ -46,11 +55,12 @@ from typing import Any, Protocol
 
 from rocketlite.client.errors import MQBrokerError, MQClientError
 from rocketlite.client.message import TRANSACTION_ID, Message, MessageExt, decode_messages
-from rocketlite.client.producer import Producer, SendResult, SendStatus
+from rocketlite.client.producer import Producer, SendResult, SendStatus, _Prepared
 from rocketlite.common.errors import FormatError, RemotingError
 from rocketlite.formats import properties as props
 from rocketlite.formats.message_id import decode_message_id
-from rocketlite.protocol.codes import RequestCode
+from rocketlite.protocol.bodies import MessageQueue
+from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 
@@ -94,7 +104,82 @@ class TransactionSendResult(SendResult):
     local_transaction_state: LocalTransactionState = LocalTransactionState.UNKNOW
 
 
-class TransactionProducer(Producer):
+@dataclass(slots=True, frozen=True)
+class HalfReceipt:
+    """What END_TRANSACTION needs to settle one half message, as plain data.
+
+    ``tran_state_offset`` is the half message's offset in the half queue (the header's
+    ``tranStateTableOffset``), ``commit_log_offset`` its CommitLog offset, ``msg_id`` its
+    UNIQ_KEY, which the committed message keeps."""
+
+    producer_group: str
+    broker_name: str
+    broker_addr: str
+    topic: str
+    queue_id: int
+    commit_log_offset: int
+    tran_state_offset: int
+    msg_id: str
+    transaction_id: str
+    offset_msg_id: str
+    status: SendStatus = SendStatus.SEND_OK
+
+
+class HalfProducer(Producer):
+    """A Producer that can also send half messages and end them later (see the module
+    docstring); normal sends work as on Producer."""
+
+    def _prepare_half(self, msg: Message) -> _Prepared:
+        if not isinstance(msg, Message):
+            raise MQClientError(f"a half message is one Message, not {type(msg).__name__}: "
+                                "batches cannot be sent in a transaction")
+        if msg.deliver_time_ms is not None:
+            raise MQClientError("a transactional message cannot carry a delivery time (deliver_time_ms)")
+        if msg.delay_level:
+            msg = dataclasses.replace(msg, delay_level=0)  # Java clears it: never delay a half message
+        p = self._prepare(msg)
+        p.properties += props.encode_properties({props.TRAN_MSG: "true", props.PGROUP: self.group})
+        p.sys_flag |= TRANSACTION_PREPARED_TYPE
+        return p
+
+    async def send_half(self, msg: Message, queue: MessageQueue | None = None, *,
+                        timeout: float | None = None) -> HalfReceipt:  # noqa: ASYNC109
+        """Store ``msg`` as a half message (invisible until ``end(receipt, commit=True)``), on
+        ``queue`` if given. Raises as ``send`` does; a status other than SEND_OK is reported in
+        the receipt (the half message is stored, but not flushed or replicated)."""
+        p = self._prepare_half(msg)
+        result = await self._send(p, queue, None, None, msg, timeout)
+        try:
+            commit_log_offset = decode_message_id(result.offset_msg_id)[2]
+        except FormatError as e:
+            raise MQClientError(f"the broker's message id {result.offset_msg_id!r} is malformed: {e}") from e
+        addr = await self._instance().require_broker_addr(result.queue.brokerName, result.queue.topic)
+        return HalfReceipt(self.group, result.queue.brokerName, addr, result.queue.topic,
+                           result.queue.queueId, commit_log_offset, result.queue_offset, result.msg_id,
+                           result.transaction_id or result.msg_id, result.offset_msg_id, result.status)
+
+    async def end(self, receipt: HalfReceipt, commit: bool, *,
+                  timeout: float | None = None) -> None:  # noqa: ASYNC109
+        """Commit (the message becomes visible in its topic) or roll back the half message of
+        ``receipt``, and wait for the broker to apply it. Raises ``MQClientError`` when the broker
+        cannot be reached in time (the decision may or may not have been applied: ending again
+        is safe), ``MQBrokerError`` when it refuses (e.g. the receipt names no half message)."""
+        header = EndTransactionRequestHeader(
+            producerGroup=receipt.producer_group, tranStateTableOffset=receipt.tran_state_offset,
+            commitLogOffset=receipt.commit_log_offset,
+            commitOrRollback=TRANSACTION_COMMIT_TYPE if commit else TRANSACTION_ROLLBACK_TYPE,
+            msgId=receipt.msg_id, transactionId=receipt.transaction_id, fromTransactionCheck=False)
+        cmd = RemotingCommand.request(RequestCode.END_TRANSACTION, header.to_ext())
+        reply = await self._instance().invoke(receipt.broker_addr, cmd, timeout)
+        if reply.code != ResponseCode.SUCCESS:
+            raise MQBrokerError(reply.code, reply.remark, receipt.broker_addr)
+
+    def on_check_transaction(self, addr: str, cmd: RemotingCommand) -> None:
+        log.debug("CHECK_TRANSACTION_STATE from %s for group %s: a HalfProducer does not answer "
+                  "(the half message stays undecided until someone ends it)", addr, self.group)
+
+
+class TransactionProducer(HalfProducer):
     """A Producer that also sends transactional messages; normal sends work as on Producer."""
 
     def __init__(self, group: str, listener: TransactionListener | None = None, *,
@@ -142,13 +227,9 @@ class TransactionProducer(Producer):
         if not isinstance(msg, Message):
             raise MQClientError(f"send_message_in_transaction takes one Message, not {type(msg).__name__}: "
                                 "batches cannot be sent in a transaction")
-        if msg.deliver_time_ms is not None:
-            raise MQClientError("a transactional message cannot carry a delivery time (deliver_time_ms)")
         if msg.delay_level:
-            msg = dataclasses.replace(msg, delay_level=0)  # Java clears it: never delay a half message
-        p = self._prepare(msg)
-        p.properties += props.encode_properties({props.TRAN_MSG: "true", props.PGROUP: self.group})
-        p.sys_flag |= TRANSACTION_PREPARED_TYPE
+            msg = dataclasses.replace(msg, delay_level=0)  # the listener sees what was sent
+        p = self._prepare_half(msg)
         result = await self._send(p, None, None, None, msg, None)
         error: BaseException | None = None
         if result.status is SendStatus.SEND_OK:

@@ -121,6 +121,7 @@ class EndTransactionProcessor:
             return cmd.response(ResponseCode.SYSTEM_ERROR, bad)
         assert rec is not None
         half_offset = rec.queue_offset
+        svc.load_resolutions()  # once per run: resolutions stored before a restart count too
         if svc.is_resolved(rec):
             log.info("END_TRANSACTION for half offset %d which is resolved already: ignored",
                      half_offset)

@@ -7,6 +7,16 @@ waiting for the group commit under SYNC_FLUSH), the op records, and ``resolved``
 offsets resolved in this run at or after the check's processed offset. ``resolved`` makes a
 repeated END_TRANSACTION for the same half message (a producer's retry, or its answer to a check
 racing its own end) a no-op instead of a second commit; the op queue remains the durable record.
+
+So that this holds across a restart too (a producer that retries an END whose first attempt was
+applied just before the broker went down, or a Spark sink replaying its commit), the first END of
+a run loads the op records from the check's op progress on into ``resolved``
+(``load_resolutions``): every op record naming a half message the check has not yet passed lies
+there (the check's op offset only moves over records of messages it passed). A half message the
+check has passed was resolved long ago (older than ``transactionTimeOut`` when passed) or re-put;
+an END naming a re-put copy is remembered under the copy's offset only, so after a restart an END
+naming the original of such a copy is applied again (check-backs answer for copies; producers
+that never answer checks, like the Spark sink, always name originals).
 """
 
 from __future__ import annotations
@@ -25,11 +35,18 @@ from rocketlite.broker.transaction.half import (
     HALF_QUEUE_ID,
     PREPARED_QUEUE_OFFSET,
     TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
     divert_half,
     get_property,
     op_message,
+    parse_op_offsets,
 )
-from rocketlite.common.errors import FlushError, FlushTimeoutError, NoPermissionError
+from rocketlite.common.errors import (
+    FlushError,
+    FlushTimeoutError,
+    NoPermissionError,
+    RocketliteError,
+)
 from rocketlite.formats.message_record import MessageRecord
 from rocketlite.store.commitlog import now_ms
 from rocketlite.store.message import AppendResult, MessageToStore
@@ -55,6 +72,7 @@ class TransactionalMessageService:
         self.deciding: set[int] = set()
         self.end = EndTransactionProcessor(self)
         self.check = TransactionCheckService(self)
+        self._loaded = False
 
     # -- broker hooks ------------------------------------------------------------------------
 
@@ -115,6 +133,35 @@ class TransactionalMessageService:
     def op(self, half_queue_offset: int) -> MessageToStore:
         cl = self.store.commitlog
         return op_message(half_queue_offset, self.clock(), cl.store_host, cl.store_port)
+
+    def load_resolutions(self) -> int:
+        """Once per run: the half offsets named by op records from the check's op progress on
+        (at most the newest ``MAX_RESOLVED``) into ``resolved``; how many records were read.
+        See the module docstring."""
+        if self._loaded:
+            return 0
+        self._loaded = True
+        cq = self.store.find_queue(TRANS_OP_HALF_TOPIC, HALF_QUEUE_ID)
+        if cq is None:
+            return 0
+        end = cq.max_offset
+        pos = max(self.broker.offsets.query(CHECK_GROUP, TRANS_OP_HALF_TOPIC, HALF_QUEUE_ID),
+                  cq.min_offset, end - MAX_RESOLVED)
+        start = pos
+        while pos < end:
+            units = cq.get_units(pos, 256)
+            if not units:
+                break
+            for phys, _size, _tag in units:
+                try:
+                    rec = self.store.look_message(phys)
+                except RocketliteError as e:
+                    log.warning("transaction: op record at CommitLog offset %d unreadable: %s", phys, e)
+                    continue
+                if rec is not None:
+                    self.resolved.update(parse_op_offsets(rec))
+            pos += len(units)
+        return pos - start
 
     def mark_resolved(self, half_queue_offset: int) -> None:
         self.resolved.add(half_queue_offset)

@@ -3,8 +3,6 @@ recovery), print them the way the seed's dump programs do, and check that they a
 
 from __future__ import annotations
 
-import contextlib
-import mmap
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -18,22 +16,16 @@ from rich.table import Table
 from rocketlite.common.errors import CorruptRecordError
 from rocketlite.formats import message_record as rec
 from rocketlite.formats.checkpoint_layout import CHECKPOINT
-from rocketlite.formats.consume_queue_unit import CQ_UNIT, CQ_UNIT_SIZE, is_valid_unit
-from rocketlite.formats.delay import (
-    DEFAULT_DELAY_LEVELS,
-    SCHEDULE_TOPIC,
-    parse_delay_levels,
-    schedule_tags_code,
-)
-from rocketlite.formats.index_layout import (
-    INDEX_ENTRY,
-    INDEX_ENTRY_SIZE,
-    INDEX_HEADER,
-    INDEX_SLOT_SIZE,
-)
-from rocketlite.formats.javahash import index_key_hash, tags_code
+from rocketlite.formats.delay import DEFAULT_DELAY_LEVELS, parse_delay_levels
+from rocketlite.formats.index_layout import INDEX_HEADER
+from rocketlite.formats.javahash import index_key_hash
 from rocketlite.formats.message_id import encode_message_id
-from rocketlite.formats.properties import DELAY, KEYS, TAGS, UNIQ_KEY, decode_properties
+from rocketlite.formats.properties import decode_properties
+from rocketlite.store import store_reader
+from rocketlite.store.dispatch_check import expected_unit_tags_code, index_keys
+from rocketlite.store.store_reader import mapped, queue_dirs, read_units
+
+__all__ = ["iter_commitlog", "read_units", "store_app", "verify_store"]
 
 store_app = typer.Typer(help="Inspect and verify a store directory.", no_args_is_help=True)
 console = Console()
@@ -41,27 +33,11 @@ console = Console()
 PathArg = Annotated[Path, typer.Argument(help="store root (holds commitlog/, consumequeue/, index/)")]
 
 
-@contextlib.contextmanager
-def _mapped(path: Path) -> Iterator[mmap.mmap | bytes]:
-    size = path.stat().st_size
-    if size == 0:
-        yield b""
-        return
-    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        yield mm
-
-
-def _segments(directory: Path) -> list[Path]:
-    if not directory.is_dir():
-        return []
-    return sorted(p for p in directory.iterdir() if p.name.isdigit() and len(p.name) == 20)
-
-
 def iter_commitlog(root: Path) -> Iterator[tuple[int, rec.MessageRecord | None, str | None]]:
     """Yield (offset, record, error) for every record; error ends that segment's walk."""
-    for seg in _segments(root / "commitlog"):
-        base = int(seg.name)
-        with _mapped(seg) as mm:
+    for seg in store_reader.commitlog_segments(root):
+        base = seg.base
+        with mapped(seg.path) as mm:
             pos, end = 0, len(mm)
             while pos < end:
                 try:
@@ -114,36 +90,12 @@ def inspect(
     _print_checkpoint(path)
 
 
-def _queue_dirs(root: Path) -> Iterator[tuple[str, int, Path]]:
-    cq_root = root / "consumequeue"
-    if not cq_root.is_dir():
-        return
-    for topic_dir in sorted(cq_root.iterdir()):
-        if topic_dir.is_dir():
-            for qdir in sorted(topic_dir.iterdir()):
-                if qdir.is_dir() and qdir.name.isdigit():
-                    yield topic_dir.name, int(qdir.name), qdir
-
-
-def read_units(qdir: Path) -> list[tuple[int, int, int, int]]:
-    """(queue offset, CommitLog offset, size, tags code) of every valid unit of a queue."""
-    out: list[tuple[int, int, int, int]] = []
-    for seg in _segments(qdir):
-        base = int(seg.name) // CQ_UNIT_SIZE
-        with _mapped(seg) as mm:
-            usable = len(mm) - len(mm) % CQ_UNIT_SIZE
-            for i, (off, size, tag) in enumerate(CQ_UNIT.iter_unpack(mm[:usable])):
-                if is_valid_unit(off, size):
-                    out.append((base + i, off, size, tag))
-    return out
-
-
 def _print_queues(root: Path, units: int) -> None:
     t = Table(title="ConsumeQueue")
     for col in ("topic", "queue", "units", "min", "max", "first units (offset, commitLogOffset, "
                 "size, tagsCode)"):
         t.add_column(col)
-    for topic, qid, qdir in _queue_dirs(root):
+    for topic, qid, qdir in queue_dirs(root):
         us = read_units(qdir)
         lo = us[0][0] if us else 0
         hi = us[-1][0] + 1 if us else 0
@@ -192,14 +144,15 @@ def verify_store(root: Path, hash_slot_num: int | None = None,
                  delay_levels_ms: Sequence[int] | None = None) -> list[str]:
     """Check that CommitLog, ConsumeQueue and IndexFile agree; return the problems found.
 
-    A ``SCHEDULE_TOPIC_XXXX`` unit carries its deliver time instead of the tag hash (as the
-    dispatcher writes it), computed with ``delay_levels_ms`` (the store's ``messageDelayLevel``;
-    RocketMQ's default table if None)."""
+    What each record should have produced comes from ``rocketlite.store.dispatch_check`` (the
+    rules the Spark verify job applies too). A ``SCHEDULE_TOPIC_XXXX`` unit carries its deliver
+    time, computed with ``delay_levels_ms`` (the store's ``messageDelayLevel``; RocketMQ's default
+    table if None)."""
     levels = (parse_delay_levels(DEFAULT_DELAY_LEVELS) if delay_levels_ms is None
               else delay_levels_ms)
     problems: list[str] = []
     expected: dict[tuple[str, int], dict[int, _Expected]] = {}
-    keyed: list[tuple[str, str, int]] = []
+    keyed: list[tuple[str, int]] = []
     for offset, m, err in iter_commitlog(root):
         if m is None:
             problems.append(f"CommitLog offset {offset}: {err}")
@@ -207,18 +160,13 @@ def verify_store(root: Path, hash_slot_num: int | None = None,
         if m.commit_log_offset != offset:
             problems.append(f"CommitLog offset {offset}: record says PHYSICALOFFSET "
                             f"{m.commit_log_offset}")
-        txn = m.sys_flag & rec.SYSFLAG_TRANSACTION_MASK
-        if txn in (rec.SYSFLAG_TRANSACTION_PREPARED, rec.SYSFLAG_TRANSACTION_ROLLBACK):
-            continue
         props = decode_properties(m.properties_text)
-        code = None
-        if m.topic == SCHEDULE_TOPIC:
-            code = schedule_tags_code(props.get(DELAY), m.store_timestamp, levels)
-        expected.setdefault((m.topic, m.queue_id), {})[m.queue_offset] = _Expected(
-            offset, m.total_size, tags_code(props.get(TAGS)) if code is None else code)
-        keys = [*props.get(KEYS, "").split(" "), props.get(UNIQ_KEY, "")]
-        keyed.extend((m.topic, key, offset) for key in keys if key)
-    queues = {(topic, qid): read_units(qdir) for topic, qid, qdir in _queue_dirs(root)}
+        code = expected_unit_tags_code(m.topic, m.sys_flag, props, m.store_timestamp, levels)
+        if code is not None:
+            expected.setdefault((m.topic, m.queue_id), {})[m.queue_offset] = _Expected(
+                offset, m.total_size, code)
+        keyed.extend((full_key, offset) for full_key in index_keys(m.topic, m.sys_flag, props))
+    queues = {(topic, qid): read_units(qdir) for topic, qid, qdir in queue_dirs(root)}
     for (topic, qid), want in expected.items():
         units = {u[0]: u for u in queues.get((topic, qid), [])}
         for qoff, e in want.items():
@@ -241,47 +189,36 @@ def verify_store(root: Path, hash_slot_num: int | None = None,
 
 
 def _min_commitlog_offset(root: Path) -> int:
-    segs = _segments(root / "commitlog")
-    return int(segs[0].name) if segs else 0
+    segs = store_reader.commitlog_segments(root)
+    return segs[0].base if segs else 0
 
 
-def _index_geometry(size: int, hash_slot_num: int | None) -> int | None:
-    """The slot count of an index file of ``size`` bytes (entries default to 4 per slot)."""
-    if hash_slot_num is not None:
-        return hash_slot_num
-    body = size - INDEX_HEADER.size
-    return body // 84 if body > 0 and body % 84 == 0 else None
-
-
-def _verify_index(
-    root: Path, keyed: list[tuple[str, str, int]], hash_slot_num: int | None
-) -> list[str]:
-    idir = root / "index"
-    files = sorted(idir.iterdir()) if idir.is_dir() else []
+def _verify_index(root: Path, keyed: list[tuple[str, int]], hash_slot_num: int | None) -> list[str]:
+    files = store_reader.index_files(root)
     if not files or not keyed:
         return []
     found: set[tuple[int, int]] = set()
     first_indexed: int | None = None
     for f in files:
-        with _mapped(f) as mm:
-            if len(mm) < INDEX_HEADER.size:
+        with mapped(f) as mm:
+            head = store_reader.read_index_header(mm)
+            if head is None:
                 return [f"index file {f.name} is truncated"]
-            _, _, begin_phy, _, _, count = INDEX_HEADER.unpack_from(mm, 0)
-            slots = _index_geometry(len(mm), hash_slot_num)
+            slots = store_reader.index_slot_num(mm, head, hash_slot_num)
             if slots is None:
-                return [f"index file {f.name}: pass --hash-slot-num (size {len(mm)} is not default)"]
-            entries_at = INDEX_HEADER.size + slots * INDEX_SLOT_SIZE
-            if count > 1:
-                first_indexed = begin_phy if first_indexed is None else min(first_indexed, begin_phy)
-            for n in range(1, count):
-                h, phy, _, _ = INDEX_ENTRY.unpack_from(mm, entries_at + n * INDEX_ENTRY_SIZE)
-                found.add((h, phy))
+                return [f"index file {f.name}: cannot tell its slot count from its size "
+                        f"({len(mm)} bytes); pass --hash-slot-num (maxHashSlotNum)"]
+            if head.index_count > 1:
+                first_indexed = (head.begin_phy_offset if first_indexed is None
+                                 else min(first_indexed, head.begin_phy_offset))
+            found.update((h, phy) for _, h, phy, _, _ in
+                         store_reader.iter_index_entries(mm, slots, 1, head.index_count))
     problems = []
-    for topic, key, offset in keyed:
+    for full_key, offset in keyed:
         if first_indexed is None or offset < first_indexed:
             continue  # indexed in a file that retention already deleted
-        if (index_key_hash(f"{topic}#{key}"), offset) not in found:
-            problems.append(f"index: key {topic}#{key} of offset {offset} is not indexed")
+        if (index_key_hash(full_key), offset) not in found:
+            problems.append(f"index: key {full_key} of offset {offset} is not indexed")
     return problems
 
 

@@ -375,12 +375,17 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def broker_process(flush: str) -> Iterator[tuple[str, int, str]]:
-    """``rocketlite start`` in a temporary folder: (broker address, pid, NameServer address)."""
-    base = Path(tempfile.mkdtemp(prefix="rocketlite-bench-", dir="."))
+def broker_process(flush: str = "ASYNC_FLUSH", store: Path | None = None
+                   ) -> Iterator[tuple[str, int, str]]:
+    """``rocketlite start`` with its store at ``store`` (kept), or in a temporary folder (deleted):
+    (broker address, pid, NameServer address)."""
+    base = None
+    if store is None:
+        base = Path(tempfile.mkdtemp(prefix="rocketlite-bench-", dir="."))
+        store = base / "store"
     ns, port = free_port(), free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rocketlite", "start", "--store", str(base / "store"),
+        [sys.executable, "-m", "rocketlite", "start", "--store", str(store),
          "--namesrv-port", str(ns), "--broker-port", str(port), "--flush", flush,
          "--log-level", "WARNING"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -402,7 +407,8 @@ def broker_process(flush: str) -> Iterator[tuple[str, int, str]]:
             proc.wait(30)
         except subprocess.TimeoutExpired:
             proc.kill()
-        shutil.rmtree(base, ignore_errors=True)
+        if base is not None:
+            shutil.rmtree(base, ignore_errors=True)
 
 
 # -------------------------------------------------------------------------------------- scenarios

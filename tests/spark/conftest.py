@@ -142,7 +142,7 @@ class BrokerThread:
                     out.append(await self._producer.send(msg))
                 else:
                     out.append(await self._producer.send(
-                        msg, selector=lambda mqs, _m, qid: next(q for q in mqs if q.queue_id == qid),
+                        msg, selector=lambda mqs, _m, qid: next(q for q in mqs if q.queueId == qid),
                         arg=queue_id))
             return out
         return self.run(go())

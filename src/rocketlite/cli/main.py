@@ -6,12 +6,14 @@ import typer
 
 from rocketlite.cli import server_commands
 from rocketlite.cli.admin_commands import admin_app
+from rocketlite.cli.spark_commands import spark_app
 from rocketlite.cli.store_commands import store_app
 
 app = typer.Typer(help="rocketlite: a RocketMQ-compatible message broker in Python.",
                   no_args_is_help=True)
 app.add_typer(store_app, name="store")
 app.add_typer(admin_app, name="admin")
+app.add_typer(spark_app, name="spark")
 app.command()(server_commands.start)
 app.command()(server_commands.namesrv)
 app.command()(server_commands.broker)

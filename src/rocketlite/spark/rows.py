@@ -32,11 +32,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from rocketlite.client.message import MessageExt
 from rocketlite.formats.properties import KEY_SEPARATOR, KEYS, TAGS, UNIQ_KEY
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from rocketlite.client.message import MessageExt
 
 SCHEMA_DDL = (
     "topic STRING, broker_name STRING, queue_id INT, queue_offset BIGINT, commitlog_offset BIGINT, "

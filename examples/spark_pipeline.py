@@ -73,13 +73,15 @@ def run_pipeline(spark: Any, namesrv: str, out: Path, *, batch: int = 500) -> No
     )
 
     def write_batch(df: DataFrame, batch_id: int) -> None:
+        # A batch Spark replays after a crash rewrites its own Parquet folder (overwrite), and its
+        # messages carry the same UNIQ_KEYs (sinkId per batch), so consumers can drop the copies.
         df = df.persist()
-        df.withColumn("date", F.to_date("window_start")).write.mode("append") \
-            .partitionBy("date").parquet(str(out / "windows"))
+        df.withColumn("date", F.to_date("window_start")).write.mode("overwrite") \
+            .partitionBy("date").parquet(str(out / "windows" / f"batch={batch_id}"))
         (df.select(F.to_json(F.struct(*df.columns)).alias("body"),
                    F.col("action").alias("keys"), F.lit("window").alias("tags"))
            .write.format("rocketmq").option("nameserver", namesrv).option("topic", STATS_TOPIC)
-           .mode("append").save())
+           .option("sinkId", f"pipeline-windows-{batch_id}").mode("append").save())
         df.unpersist()
 
     query = (

@@ -150,6 +150,20 @@ def test_stats_match_what_was_sent(spark: Any, sent: Sent) -> None:
     assert report.as_json()["topics"][0]["topic"] == TOPIC_A
 
 
+def test_nothing_planned_reads_no_rows_and_verify_reports_nothing(spark: Any, sent: Sent,
+                                                                  tmp_path: Path) -> None:
+    # partitions() == []: pyspark reads one InputPartition(None), which must give no rows
+    empty = tmp_path / "empty"
+    (empty / "commitlog").mkdir(parents=True)
+    for fmt in ("rocketmq-store", "rocketmq-store-dispatch", "rocketmq-store-cq", "rocketmq-store-index"):
+        assert spark.read.format(fmt).load(str(empty)).count() == 0, fmt
+    report = jobs.verify(spark, empty)
+    assert report.ok and (report.records, report.units) == (0, 0) and report.bound.end == 0
+    past = spark.read.format("rocketmq-store").option("startOffset", 1 << 40).load(str(sent.root))
+    assert past.count() == 0
+    assert spark.read.format("rocketmq-store").option("endOffset", 0).load(str(sent.root)).count() == 0
+
+
 def _damage(root: Path) -> tuple[tuple[int, int], int, int]:
     """Corrupt a copy: one unit's size, one unit zeroed, one index entry's hash. Returns the
     queue offsets of the two units and the CommitLog offset of the damaged entry."""

@@ -94,9 +94,11 @@ def reported_errors() -> Iterator[None]:
     last ``SomethingError: text`` line of the Python traceback Spark wraps."""
     from pyspark.errors import PySparkException
 
+    from rocketlite.common.errors import RocketliteError
+
     try:
         yield
-    except (PySparkException, ValueError, FileNotFoundError) as e:
+    except (PySparkException, RocketliteError, ValueError, FileNotFoundError) as e:
         console.print(f"error: {_reason(str(e))}", style="red", markup=False, highlight=False)
         raise typer.Exit(1) from e
 

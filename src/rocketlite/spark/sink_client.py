@@ -5,13 +5,16 @@ exactly-once commit protocol. ``topic_sink`` runs these with ``asyncio.run`` ins
 At-least-once (``send_rows``): rows are grouped per (topic, queue) into SEND_BATCH_MESSAGE
 requests of up to ``batchSize`` messages (and ``sink_rows.BATCH_BYTES`` of bodies), with up to
 ``maxInFlight`` requests outstanding; rows without a queue go to the producer's round robin,
-batch by batch. A failed send fails the task and Spark re-runs it: the re-sent rows carry the
-same UNIQ_KEYs (``sink_rows.UniqKeys``), so consumers can drop the duplicates.
+batch by batch. When the not yet full batches of all queues together hold more than
+``sink_rows.PENDING_BYTES`` of bodies, the largest go out early. A failed send fails the task
+and Spark re-runs it: the re-sent rows carry the same UNIQ_KEYs (``sink_rows.UniqKeys``),
+so consumers can drop the duplicates.
 
 Exactly-once (``send_halves`` then ``commit_exactly_once``):
 
 1. ``write()`` sends every row as a half message (prepared, ``PGROUP`` = the sink's producer
-   group; invisible to consumers) and returns the receipts in its commit message. If it fails
+   group; invisible to consumers) and returns the receipts in its commit message, at most
+   ``maxRowsPerTask`` of them (the task holds them all and ships them to the driver). If it fails
    midway it rolls back what it sent before re-raising. A task that dies without that (a killed
    worker) leaves its half messages undecided: nobody answers the broker's check-backs for the
    sink's group, so they never become visible and end in ``TRANS_CHECK_MAX_TIME_TOPIC``.
@@ -43,6 +46,14 @@ after ``INDEX_WAIT_S`` rather than guess. A batch whose commit comes later than
 ``transactionTimeOut`` gets check-backs nobody answers; after ``transactionCheckMax`` of them a
 copy of each half message goes to ``TRANS_CHECK_MAX_TIME_TOPIC``, but the END still applies to the
 original as long as the CommitLog keeps it.
+
+Limits. Exactly-once assumes a replayed batch yields the same rows in the same partitions: not
+so if retention deleted source messages between the two attempts and the source runs with
+``failOnDataLoss=false``. The marker lives on the first broker (by name) of the state topic in
+the current route: changing that set of brokers between a crash and its replay moves the marker
+elsewhere and defeats the replay check. A batch (non-streaming) exactly-once write is
+all-or-nothing only when ``commit()`` completes: a driver crash mid-commit leaves the rest of
+the half messages undecided, and so invisible for good.
 """
 
 from __future__ import annotations
@@ -64,7 +75,16 @@ from rocketlite.protocol.bodies import MessageQueue
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.headers import QueryMessageRequestHeader
-from rocketlite.spark.sink_rows import BATCH_BYTES, Action, Marker, SinkError, Target, decide
+from rocketlite.spark.sink_rows import (
+    BATCH_BYTES,
+    MAX_ROWS_PER_TASK,
+    PENDING_BYTES,
+    Action,
+    Marker,
+    SinkError,
+    Target,
+    decide,
+)
 
 T = TypeVar("T")
 END_ATTEMPTS = 3  # an END that got no answer is sent again (a repeat is a no-op on the broker)
@@ -143,12 +163,14 @@ Row = tuple[Message, Target, str]  # message, target, where (for errors)
 
 
 async def send_rows(producer: Producer, rows: Iterable[Row], *, batch_size: int, max_in_flight: int,
-                    timeout: float) -> int:  # noqa: ASYNC109
-    """At-least-once: send every row, batched per target queue; how many were sent."""
+                    timeout: float, max_pending_bytes: int = PENDING_BYTES) -> int:  # noqa: ASYNC109
+    """At-least-once: send every row, batched per target queue; how many were sent. The open
+    batches hold at most ``max_pending_bytes`` of bodies together: past that the largest go."""
     queues = Queues(producer)
     window = Window(max_in_flight)
     groups: dict[tuple[str, MessageQueue | None], tuple[list[Message], list[int]]] = {}
     sent = 0
+    pending = 0  # bodies in ``groups``
 
     async def send(msgs: list[Message], mq: MessageQueue | None) -> None:
         result = await producer.send_batch(msgs, mq, timeout=timeout)
@@ -166,10 +188,17 @@ async def send_rows(producer: Producer, rows: Iterable[Row], *, batch_size: int,
             msgs, size = group
             msgs.append(msg)
             size[0] += len(msg.body)
+            pending += len(msg.body)
             sent += 1
             if len(msgs) >= batch_size or size[0] >= BATCH_BYTES:
                 del groups[key]
+                pending -= size[0]
                 await window.add(send(msgs, mq))
+            while pending > max_pending_bytes:  # many queues, each with a batch not full yet
+                big = max(groups, key=lambda k: groups[k][1][0])
+                msgs, size = groups.pop(big)
+                pending -= size[0]
+                await window.add(send(msgs, big[1]))
         for (_topic, mq), (msgs, _size) in groups.items():
             await window.add(send(msgs, mq))
         await window.drain()
@@ -180,9 +209,11 @@ async def send_rows(producer: Producer, rows: Iterable[Row], *, batch_size: int,
 
 
 async def send_halves(producer: HalfProducer, rows: Iterable[Row], *, max_in_flight: int,
-                      timeout: float) -> list[HalfReceipt]:  # noqa: ASYNC109
+                      timeout: float, max_rows: int = MAX_ROWS_PER_TASK) -> list[HalfReceipt]:  # noqa: ASYNC109
     """Exactly-once, step 1: every row as a half message; the receipts in row order. On any
-    failure the half messages already sent are rolled back (best effort) and the error raised."""
+    failure, a row past ``max_rows`` included (the receipts are held in memory and shipped to
+    the driver), the half messages already sent are rolled back (best effort) and the error
+    raised."""
     queues = Queues(producer)
     window = Window(max_in_flight)
     receipts: list[HalfReceipt | None] = []
@@ -195,6 +226,12 @@ async def send_halves(producer: HalfProducer, rows: Iterable[Row], *, max_in_fli
 
     try:
         for msg, target, where in rows:
+            if len(receipts) >= max_rows:
+                raise SinkError(
+                    f"{where}: an exactly-once task may write at most maxRowsPerTask={max_rows} rows "
+                    "(it keeps a receipt per row and sends them all to the driver); make the "
+                    "batches smaller (e.g. the source's maxOffsetsPerTrigger) or spread them over "
+                    "more partitions (repartition), or raise maxRowsPerTask")
             mq = await queues.resolve(target, where)
             receipts.append(None)
             await window.add(send(len(receipts) - 1, msg, mq))
@@ -241,6 +278,7 @@ class MarkerStore:
     def __init__(self, producer: Producer, state_topic: str, sink_id: str) -> None:
         self.producer = producer
         self.state_topic = state_topic
+        self.sink_id = sink_id
         self.group = f"rocketlite-sink-{sink_id}"
         self._mq: MessageQueue | None = None
 
@@ -324,7 +362,7 @@ async def commit_exactly_once(producer: HalfProducer, receipts: Sequence[HalfRec
                               markers: MarkerStore, *, max_in_flight: int,
                               timeout: float) -> Action:  # noqa: ASYNC109
     """Exactly-once, step 2, for streaming batch ``batch_id`` (see the module docstring)."""
-    action = decide(await markers.read(), batch_id)
+    action = decide(await markers.read(), batch_id, markers.sink_id)
     if action is Action.SKIP:
         await end_all(producer, receipts, False, max_in_flight=max_in_flight, timeout=timeout)
         return action

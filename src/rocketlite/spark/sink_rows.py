@@ -62,12 +62,14 @@ class Guarantee(enum.Enum):
 # Option names as users write them; Spark hands them over lower-cased.
 OPTION_NAMES = (
     "nameserver", "topic", "producerGroup", "deliveryGuarantee", "sinkId", "stateTopic",
-    "sendTimeoutMs", "batchSize", "maxInFlight", "dropReservedProperties",
+    "sendTimeoutMs", "batchSize", "maxInFlight", "dropReservedProperties", "maxRowsPerTask",
 )
 _SPARK_OPTIONS = frozenset({"checkpointlocation", "queryname"})  # streaming passes these along
 _NAME = re.compile(r"[%|a-zA-Z0-9_-]{1,200}")
 DEFAULT_GROUP = "rocketlite-spark-sink"
 BATCH_BYTES = 1 << 20  # bodies per SEND_BATCH_MESSAGE, well under the 4 MiB message limit
+PENDING_BYTES = 16 << 20  # at-least-once: bodies held in not yet full batches, over all queues
+MAX_ROWS_PER_TASK = 100_000  # exactly-once: receipts one task holds and ships to the driver
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +84,7 @@ class SinkOptions:
     batch_size: int = 256
     max_in_flight: int | None = None
     drop_reserved_properties: bool = False
+    max_rows_per_task: int = MAX_ROWS_PER_TASK
 
     @property
     def exactly_once(self) -> bool:
@@ -153,6 +156,7 @@ def parse_options(options: Mapping[str, str]) -> SinkOptions:
         batch_size=_int(opts, "batchSize", 256, 1, 10_000),
         max_in_flight=_int(opts, "maxInFlight", 0, 1, 1024) if "maxinflight" in opts else None,
         drop_reserved_properties=_bool(opts, "dropReservedProperties"),
+        max_rows_per_task=_int(opts, "maxRowsPerTask", MAX_ROWS_PER_TASK, 1, 100_000_000),
     )
 
 
@@ -333,10 +337,22 @@ class Action(enum.Enum):
     SKIP = "skip"  # the batch was committed: roll the replay's half messages back
 
 
-def decide(marker: Marker | None, batch_id: int) -> Action:
-    """What ``commit(batch_id)`` does given the sink's marker."""
-    if marker is None or batch_id > marker.batch_id:
+def decide(marker: Marker | None, batch_id: int, sink_id: str | None = None) -> Action:
+    """What ``commit(batch_id)`` does given the sink's marker. A batch before the marker's (the
+    sink id reused by a new or reset checkpoint) raises ``SinkError``: committing or skipping it
+    would be a guess. A batch past a marker still in progress is new: Spark plans batch N + 1 only
+    after ``commit(N)`` returned, so that marker only lost its "done" mark (a broker crash before
+    its offsets were saved)."""
+    if marker is None:
         return Action.COMMIT
-    if batch_id < marker.batch_id or marker.done:
+    sink = "the sink" if sink_id is None else f"sink {sink_id!r}"
+    if batch_id < marker.batch_id:
+        raise SinkError(
+            f"{sink}: commit of batch {batch_id}, but the sink's marker is at batch "
+            f"{marker.batch_id} ({'done' if marker.done else 'in progress'}): the sinkId is reused "
+            "by a new or reset checkpoint (batch ids start again); give this query its own sinkId")
+    if batch_id > marker.batch_id:
+        return Action.COMMIT
+    if marker.done:
         return Action.SKIP
     return Action.RESUME

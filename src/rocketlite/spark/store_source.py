@@ -16,6 +16,10 @@ geometry) runs on the driver, decoding in the executors, which open and map the 
 ``read()``: a reader is pickled to them and must hold nothing but paths and numbers. On a
 cluster the store must sit on a path the driver and every executor see.
 
+When ``partitions()`` plans nothing (an empty store, a start offset at or past the bound, no
+ConsumeQueues or IndexFiles) pyspark still calls ``read()`` once with ``InputPartition(None)``:
+every reader returns no rows for it.
+
 Options of ``rocketmq-store`` are documented in ``rocketlite.spark.store_scan``. The dispatch
 source takes ``bound``, ``startOffset``, ``endOffset``, ``partitionsPerSegment`` and
 ``delayLevels`` (the store's ``messageDelayLevel``); ``rocketmq-store-cq`` takes
@@ -79,6 +83,8 @@ class StoreBatchReader(DataSourceReader):
         return [InputPartition(r) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if partition.value is None:  # no partitions planned: pyspark reads one InputPartition(None)
+            return iter(())
         return decode_range(partition.value, self.opts)
 
 
@@ -93,6 +99,8 @@ class _DispatchReader(DataSourceReader):
         return [InputPartition(r) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if partition.value is None:  # no partitions planned: pyspark reads one InputPartition(None)
+            return iter(())
         return check.dispatch_range(partition.value, self.levels)
 
 
@@ -119,6 +127,8 @@ class _UnitReader(DataSourceReader):
         return [InputPartition(g) for g in check.plan_unit_files(self.root, self.per_partition)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if partition.value is None:  # no partitions planned: pyspark reads one InputPartition(None)
+            return iter(())
         return check.unit_batches(partition.value)
 
 
@@ -148,6 +158,8 @@ class _IndexReader(DataSourceReader):
         return [InputPartition(s) for s in plan_.slices]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if partition.value is None:  # no partitions planned: pyspark reads one InputPartition(None)
+            return iter(())
         return check.index_batches(partition.value)
 
 

@@ -22,12 +22,18 @@ stateTopic                 exactly-once streams: the topic whose first broker ke
 sendTimeoutMs              per request (3000)
 batchSize                  at-least-once: messages per SEND_BATCH_MESSAGE (256)
 maxInFlight                requests outstanding per task (8 batches, or 64 half messages / ENDs)
+maxRowsPerTask             exactly-once: rows one task may write (100000); a task with more fails
+                           (after rolling back what it sent): lower the source's
+                           ``maxOffsetsPerTrigger`` or use more partitions
 dropReservedProperties     ``true``: drop reserved names (UNIQ_KEY, TAGS, ...) from ``properties``
                            instead of failing (to write back a DataFrame read from a topic)
 =========================  ========================================================================
 
 Columns, UNIQ_KEYs and the marker: ``sink_rows``; the send paths and the exactly-once protocol:
-``sink_client``. Only ``mode("append")`` is accepted: a topic cannot be overwritten.
+``sink_client``, whose docstring also lists the exactly-once limits (replays must yield the same
+rows; the marker's broker must not change between a crash and its replay; a batch write is
+all-or-nothing only if ``commit()`` completes). Only ``mode("append")`` is accepted: a topic
+cannot be overwritten.
 
 Where things run (the data source API's pitfalls): the writer object is pickled to the
 executors, so it holds only options and column positions; each ``write()`` opens its own
@@ -105,6 +111,16 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
 
 
+async def _stop(producer: Producer) -> None:
+    """``shutdown()``, and close the client instance of a ``start()`` that failed partway
+    (``shutdown()`` skips a producer not marked started; a second close is a no-op)."""
+    try:
+        await producer.shutdown()
+    finally:
+        if producer.instance is not None:
+            await producer.instance.close()
+
+
 class _TopicSink:
     """What the batch and the stream writer share; see the module docstring."""
 
@@ -162,17 +178,17 @@ class _TopicSink:
 
         async def go() -> SinkCommitMessage:
             producer = self._producer(o.exactly_once)
-            await producer.start()
             try:
+                await producer.start()
                 if isinstance(producer, HalfProducer):
                     receipts = await send_halves(producer, rows(), max_in_flight=o.window,
-                                                 timeout=o.send_timeout_s)
+                                                 timeout=o.send_timeout_s, max_rows=o.max_rows_per_task)
                     return SinkCommitMessage(sink_id, batch, partition, len(receipts), receipts)
                 n = await send_rows(producer, rows(), batch_size=o.batch_size, max_in_flight=o.window,
                                     timeout=o.send_timeout_s)
                 return SinkCommitMessage(sink_id, batch, partition, n)
             finally:
-                await producer.shutdown()
+                await _stop(producer)
 
         return _run(go())
 
@@ -189,12 +205,12 @@ class _TopicSink:
         async def go() -> None:
             producer = self._producer(True)
             assert isinstance(producer, HalfProducer)
-            await producer.start()
             try:
+                await producer.start()
                 await end_all(producer, receipts, commit, max_in_flight=self.opts.window,
                               timeout=self.opts.send_timeout_s)
             finally:
-                await producer.shutdown()
+                await _stop(producer)
 
         _run(go())
 
@@ -256,15 +272,15 @@ class TopicStreamWriter(_TopicSink, DataSourceStreamArrowWriter):
         async def go() -> None:
             producer = self._producer(True)
             assert isinstance(producer, HalfProducer)
-            await producer.start()
             try:
+                await producer.start()
                 markers = MarkerStore(producer, state_topic, sink_ids.pop())
                 action = await commit_exactly_once(producer, receipts, batchId, markers,
                                                    max_in_flight=o.window, timeout=o.send_timeout_s)
                 log.info("rocketmq sink: batch %d, %d half message(s): %s", batchId, len(receipts),
                          action.value)
             finally:
-                await producer.shutdown()
+                await _stop(producer)
 
         _run(go())
 

@@ -14,7 +14,9 @@ and a reader takes the records that end at or before it):
     RocketMQ 5 write it); when it is 0 (RocketMQ 4 checkpoints) the bound is the first record
     stored after ``physicMsgTimestamp``, the rule RocketMQ's crash recovery relies on: every
     record stored no later than it was flushed. (Records of that same millisecond stored after
-    the flush are counted too: the timestamp cannot tell them apart.)
+    the flush are counted too: the timestamp cannot tell them apart.) A checkpoint with neither
+    field set (zeroed or truncated) over a CommitLog holding records is an error, not an empty
+    scan: ``valid`` reads such a store.
 
 * ``valid`` asks for everything that verifies (magic, sizes, CRC) up to the first record that does
   not: what crash recovery would keep if the broker stopped now, flushed or not. (The rule text
@@ -143,11 +145,25 @@ def written_end(segments: list[Segment], *, verify_crc: bool = False) -> int:
     with ``verify_crc`` at the first record that does not verify.
 
     Without ``verify_crc`` a damaged record with a sound head stays below the end, so the reader
-    that decodes it reports it instead of the scan silently ending there."""
+    that decodes it reports it instead of the scan silently ending there.
+
+    Only a segment whose first 8 bytes are all zero (or that is shorter and all zero) counts as
+    pre-allocated and is skipped. A last segment that starts with anything else that is not a
+    record head raises ``CorruptRecordError`` naming the file; with ``verify_crc`` (the ``valid``
+    bound: everything up to the first record that does not verify) the end is that segment's
+    base instead."""
     for seg in reversed(segments):
         with mapped(seg.path) as mm:
-            if len(mm) < 8 or _head_kind(mm, 0, len(mm)) is None:
+            head = bytes(mm[:8])
+            if not any(head):
                 continue
+            if len(mm) < 8 or _head_kind(mm, 0, len(mm)) is None:
+                if verify_crc:
+                    return seg.base
+                raise CorruptRecordError(
+                    f"CommitLog segment {seg.path} position 0 (offset {seg.base}): its first "
+                    f"{len(head)} bytes {head.hex()} are neither a record head nor the zeros of a "
+                    "pre-allocated file")
             end, blank = _walk(mm, len(mm), verify_crc=verify_crc)
         return seg.base + (seg.size if blank else end)
     return segments[0].base if segments else 0
@@ -209,7 +225,15 @@ class ScanBound:
 
 
 def resolve_bound(root: Path, mode: str = BOUND_FLUSHED) -> ScanBound:
-    """The scan bound of the store at ``root`` under ``mode`` (see the module docstring)."""
+    """The scan bound of the store at ``root`` under ``mode`` (see the module docstring).
+
+    Raises ``CorruptRecordError`` when the last CommitLog segment holding data starts with bytes
+    that are neither a record head nor zeros (``flushed``; ``valid`` stops there). Raises
+    ``ValueError`` under ``flushed`` when an abort file is present but the checkpoint is zeroed or
+    truncated (neither ``confirmPhyOffset`` nor ``physicMsgTimestamp`` set) while the CommitLog
+    holds records: nothing tells how far it was flushed, and silently taking the first segment's
+    base would make the scan empty. ``bound=valid`` is the way to scan such a store. With no
+    records at all the bound is the first segment's base (an empty scan)."""
     if mode not in BOUND_MODES:
         raise ValueError(f"bound must be one of {', '.join(BOUND_MODES)}, not {mode!r}")
     segs = commitlog_segments(root)
@@ -217,7 +241,10 @@ def resolve_bound(root: Path, mode: str = BOUND_FLUSHED) -> ScanBound:
         return ScanBound(0, "no CommitLog segments")
     if mode == BOUND_VALID:
         end = written_end(segs, verify_crc=True)
-        beyond = written_end(segs)
+        try:
+            beyond = written_end(segs)
+        except CorruptRecordError:
+            beyond = end  # the last segment starts with garbage: nothing follows that is records
         more = f"; {beyond - end} more bytes of records follow it" if beyond > end else ""
         return ScanBound(end, f"valid: up to the first record that does not verify{more}")
     if not (root / "abort").exists():
@@ -229,6 +256,16 @@ def resolve_bound(root: Path, mode: str = BOUND_FLUSHED) -> ScanBound:
     if cp.confirm_phy_offset > 0:
         return ScanBound(cp.confirm_phy_offset, "running or crashed (abort file): the checkpoint's "
                                                 "confirmPhyOffset")
+    if cp.physic_msg_timestamp == 0:
+        written = written_end(segs)
+        if written > segs[0].base:
+            raise ValueError(
+                f"bound=flushed: {root / 'checkpoint'} is zeroed or truncated (no confirmPhyOffset, "
+                f"no physicMsgTimestamp) but an abort file is present and the CommitLog holds "
+                f"records up to offset {written}: what was flushed is unknown; pass bound=valid "
+                "to scan what verifies")
+        return ScanBound(written, "running or crashed (abort file) with a zeroed checkpoint: "
+                                  "the CommitLog holds no records")
     return ScanBound(timestamp_end(segs, cp.physic_msg_timestamp),
                      "running or crashed (abort file): records stored up to the checkpoint's "
                      "physicMsgTimestamp")

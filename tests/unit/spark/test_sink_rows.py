@@ -40,6 +40,8 @@ def test_options_defaults_and_spellings() -> None:
     assert o.exactly_once and o.window == 64 and o.send_timeout_s == 0.5 and o.batch_size == 10
     assert o.drop_reserved_properties
     assert parse_options({**NS, "maxinflight": "3"}).window == 3
+    assert o.max_rows_per_task == 100_000
+    assert parse_options({**NS, "maxrowspertask": "10"}).max_rows_per_task == 10
 
 
 @pytest.mark.parametrize(("options", "message"), [
@@ -52,6 +54,7 @@ def test_options_defaults_and_spellings() -> None:
     ({**NS, "topic": "bad topic"}, "option topic='bad topic'"),
     ({**NS, "sinkid": "a/b"}, "option sinkId"),
     ({**NS, "dropreservedproperties": "yes"}, "dropReservedProperties='yes'"),
+    ({**NS, "maxrowspertask": "0"}, r"maxRowsPerTask=0 is out of range"),
 ])
 def test_bad_options_name_the_option(options: dict[str, str], message: str) -> None:
     with pytest.raises(SinkError, match=message):
@@ -173,6 +176,19 @@ def test_marker_round_trip_and_decisions() -> None:
     assert decide(Marker(3, True), 4) is Action.COMMIT
     assert decide(Marker(3, False), 4) is Action.COMMIT  # 3's done mark was lost; Spark moved on
     assert decide(Marker(3, True), 3) is Action.SKIP
-    assert decide(Marker(3, True), 1) is Action.SKIP
-    assert decide(Marker(3, False), 2) is Action.SKIP
     assert decide(Marker(3, False), 3) is Action.RESUME
+    assert decide(Marker(3, True), 9) is Action.COMMIT  # batches in between were empty
+    # 3's done mark was lost and 4 was empty: Spark planned 5 only after commit(3) returned
+    assert decide(Marker(3, False), 5) is Action.COMMIT
+
+
+@pytest.mark.parametrize(("marker", "batch", "message"), [
+    # A reused sinkId with a new or reset checkpoint: batch ids start again below the marker's.
+    (Marker(3, True), 1, r"sink 'S': commit of batch 1, but the sink's marker is at batch 3 \(done\)"
+                         r".*reused by a new or reset checkpoint"),
+    (Marker(3, False), 2, r"commit of batch 2, .* marker is at batch 3 \(in progress\)"),
+    (Marker(3, True), 0, "reused"),
+])
+def test_decide_refuses_to_guess(marker: Marker, batch: int, message: str) -> None:
+    with pytest.raises(SinkError, match=message):
+        decide(marker, batch, "S")

@@ -183,6 +183,66 @@ def test_without_a_confirmed_offset_the_flushed_timestamp_bounds_the_scan(tmp_pa
     assert scan(tmp_path).num_rows == 0
 
 
+def test_a_last_segment_starting_with_garbage_is_corruption_not_preallocation(tmp_path: Path) -> None:
+    build(tmp_path, [20, 6], extra_empty=1)
+    path = tmp_path / "commitlog" / f"{SEG:020d}"
+    corrupt(tmp_path, SEG, 0, b"\xde\xad\xbe\xef\x01\x02\x03\x04")  # the last segment with data
+    with pytest.raises(CorruptRecordError, match=rf"{path}.*offset {SEG}\)"):
+        store_reader.resolve_bound(tmp_path)
+    with pytest.raises(CorruptRecordError, match=str(path)):
+        store_reader.written_end(store_reader.commitlog_segments(tmp_path))
+    # valid stops at the first record that does not verify: the garbage segment's base
+    bound = store_reader.resolve_bound(tmp_path, "valid")
+    assert bound.end == SEG and "more bytes" not in bound.rule
+    assert scan(tmp_path, bound="valid").num_rows == 20
+    # a segment whose first 8 bytes are zero is still pre-allocated: skipped
+    corrupt(tmp_path, SEG, 0, bytes(8))
+    assert store_reader.resolve_bound(tmp_path).end == SEG
+
+
+def test_an_abort_file_with_a_zeroed_or_truncated_checkpoint_is_an_error(tmp_path: Path) -> None:
+    build(tmp_path, [20, 6])
+    (tmp_path / "abort").touch()
+    checkpoint(tmp_path)  # all zero
+    with pytest.raises(ValueError, match=r"zeroed or truncated.*bound=valid"):
+        store_reader.resolve_bound(tmp_path)
+    with pytest.raises(ValueError, match="zeroed or truncated"):
+        plan(opts(tmp_path))
+    (tmp_path / "checkpoint").write_bytes(b"\x00\x00\x01")  # shorter than one field
+    with pytest.raises(ValueError, match="zeroed or truncated"):
+        store_reader.resolve_bound(tmp_path)
+    assert scan(tmp_path, bound="valid").num_rows == 26
+    # no records at all (a fresh running broker): an empty scan, not an error
+    fresh = tmp_path / "fresh"
+    write_log(fresh, [[]])
+    (fresh / "abort").touch()
+    checkpoint(fresh)
+    assert store_reader.resolve_bound(fresh).end == 0
+    assert scan(fresh).num_rows == 0
+
+
+def test_readers_give_no_rows_for_the_partition_pyspark_adds_when_none_are_planned(
+        tmp_path: Path) -> None:
+    from pyspark.sql.datasource import InputPartition
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from rocketlite.spark import store_source as src
+    from rocketlite.spark.rows import COLUMNS
+
+    (tmp_path / "commitlog").mkdir()
+    options = {"path": str(tmp_path)}
+    schema = StructType([StructField(c, StringType()) for c in COLUMNS])
+    readers = [src.StoreBatchReader(options, schema), src._DispatchReader(options),
+               src._UnitReader(options), src._IndexReader(options)]
+    for reader in readers:
+        assert list(reader.partitions()) == []
+        assert list(reader.read(InputPartition(None))) == []
+    # a start offset past the bound and endOffset=0 plan nothing either
+    build(tmp_path / "s", [5])
+    assert plan(opts(tmp_path / "s", startOffset=str(SEG)))[1] == []
+    assert plan(opts(tmp_path / "s", endOffset="0"))[1] == []
+
+
 def test_a_torn_tail_ends_the_valid_scan_without_error(tmp_path: Path) -> None:
     starts, recs = build(tmp_path, [10])
     path = tmp_path / "commitlog" / f"{0:020d}"

@@ -5,8 +5,9 @@ end-to-end latency of a streaming query (producer -> broker -> Spark micro-batch
     python bench/spark_bench.py --messages 200000 --stream-seconds 10 --rate 2000
 
 ``rocketlite start`` runs as a subprocess with its store in a temporary folder; Spark is
-``local[2]`` (``--master`` to change). The store scan of the same files and its comparison with a
-plain Python read are in ``spark_store_bench.py``.
+``local[2]`` (``--master`` to change). The same messages are then scanned from the broker's store
+files (``format("rocketmq-store")``) and read by plain Python in one process (the decoders of
+``spark_store_bench.py``): the Spark overhead ratio on the same data.
 
 Figures: preload rate (send_batch, for context), batch read ``count`` + ``sum(length(body))``
 rows/s and MB/s, and for the stream: p50/p99/max of (batch end - born timestamp) per message at a
@@ -96,6 +97,24 @@ def batch_read(spark: Any, ns: str, expected: int) -> None:
               f"{size / dt / 1e6:.1f} MB/s of bodies")
 
 
+def store_scan(spark: Any, store: Path) -> None:
+    """The broker's store files through ``rocketmq-store`` and through plain Python."""
+    from spark_store_bench import python_reads
+
+    df = spark.read.format("rocketmq-store").option("topics", TOPIC).load(str(store))
+    spark_dt = 0.0
+    for attempt in ("cold", "warm"):
+        t0 = time.perf_counter()
+        rows, _size = df.selectExpr("count(*)", "sum(length(body))").first()
+        spark_dt = time.perf_counter() - t0
+        print(f"  store scan ({attempt}): {rows:,} rows in {spark_dt:.1f} s = {rows / spark_dt:,.0f} rows/s")
+    spark_rate = rows / spark_dt
+    for name, (dt, n) in python_reads(store, 1).items():
+        rate = n / dt
+        print(f"  {name}: {n:,} rows in {dt:.1f} s = {rate:,.0f} rows/s "
+              f"(the Spark store scan does {spark_rate / rate:.2f}x this)")
+
+
 def stream_latency(spark: Any, ns: str, rate: int, seconds: float, work: Path) -> None:
     """A producer at ``rate`` msgs/s for ``seconds``; latency = batch end - born timestamp."""
     asyncio.run(preload(ns, STREAM_TOPIC, 4, 10))  # create the topic and its route
@@ -169,6 +188,7 @@ def main() -> None:
             spark = session(args.master)
             try:
                 batch_read(spark, ns, args.messages)
+                store_scan(spark, work / "store")
                 stream_latency(spark, ns, args.rate, args.stream_seconds, work)
             finally:
                 spark.stop()

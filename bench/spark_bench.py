@@ -97,11 +97,12 @@ def batch_read(spark: Any, ns: str, expected: int) -> None:
               f"{size / dt / 1e6:.1f} MB/s of bodies")
 
 
-def store_scan(spark: Any, store: Path) -> None:
+def store_scan(spark: Any, store: Path, parts: int) -> None:
     """The broker's store files through ``rocketmq-store`` and through plain Python."""
     from spark_store_bench import python_reads
 
-    df = spark.read.format("rocketmq-store").option("topics", TOPIC).load(str(store))
+    df = (spark.read.format("rocketmq-store").option("topics", TOPIC)
+          .option("partitionsPerSegment", str(parts)).load(str(store)))
     spark_dt = 0.0
     for attempt in ("cold", "warm"):
         t0 = time.perf_counter()
@@ -179,6 +180,8 @@ def main() -> None:
     ap.add_argument("--rate", type=int, default=1000, help="streaming producer rate, msgs/s")
     ap.add_argument("--stream-seconds", type=float, default=20.0)
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--parts", type=int, default=2,
+                    help="store scan partitionsPerSegment (the broker's segments are 1 GiB)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="rocketlite-spark-bench-", dir="."))
     try:
@@ -188,7 +191,7 @@ def main() -> None:
             spark = session(args.master)
             try:
                 batch_read(spark, ns, args.messages)
-                store_scan(spark, work / "store")
+                store_scan(spark, work / "store", args.parts)
                 stream_latency(spark, ns, args.rate, args.stream_seconds, work)
             finally:
                 spark.stop()

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
@@ -65,7 +65,27 @@ def _root(options: dict[str, str]) -> Path:
     return root
 
 
-class StoreBatchReader(DataSourceReader):
+class _PlannedReader(DataSourceReader):
+    """A reader whose partitions are plain values: ``plan()`` on the driver, ``read_one(value)`` in
+    a task. When ``plan()`` gives nothing, pyspark still reads one ``InputPartition(None)``: that
+    reads no rows."""
+
+    def plan(self) -> Sequence[object]:
+        raise NotImplementedError
+
+    def read_one(self, value: Any) -> Iterator[pa.RecordBatch]:
+        raise NotImplementedError
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return [InputPartition(v) for v in self.plan()]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if partition.value is None:
+            return iter(())
+        return self.read_one(partition.value)
+
+
+class StoreBatchReader(_PlannedReader):
     """``rocketmq-store``: CommitLog byte ranges up to the scan bound, decoded to Arrow batches."""
 
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
@@ -78,30 +98,24 @@ class StoreBatchReader(DataSourceReader):
                              "select columns after load() instead of passing a schema")
         self.opts = StoreScanOptions.parse(options)
 
-    def partitions(self) -> Sequence[InputPartition]:
-        _, ranges = plan(self.opts)
-        return [InputPartition(r) for r in ranges]
+    def plan(self) -> Sequence[object]:
+        return plan(self.opts)[1]
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if partition.value is None:  # no partitions planned: pyspark reads one InputPartition(None)
-            return iter(())
-        return decode_range(partition.value, self.opts)
+    def read_one(self, value: Any) -> Iterator[pa.RecordBatch]:
+        return decode_range(value, self.opts)
 
 
-class _DispatchReader(DataSourceReader):
+class _DispatchReader(_PlannedReader):
     def __init__(self, options: dict[str, str]) -> None:
         self.levels = check.delay_levels(options)
         # Every topic: dispatch_range does not filter (system topics have queues too).
         self.opts = StoreScanOptions.parse({k: v for k, v in options.items() if k != "delaylevels"})
 
-    def partitions(self) -> Sequence[InputPartition]:
-        _, ranges = plan(self.opts)
-        return [InputPartition(r) for r in ranges]
+    def plan(self) -> Sequence[object]:
+        return plan(self.opts)[1]
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if partition.value is None:  # no partitions planned: pyspark reads one InputPartition(None)
-            return iter(())
-        return check.dispatch_range(partition.value, self.levels)
+    def read_one(self, value: Any) -> Iterator[pa.RecordBatch]:
+        return check.dispatch_range(value, self.levels)
 
 
 class StoreDispatchDataSource(DataSource):
@@ -118,18 +132,16 @@ class StoreDispatchDataSource(DataSource):
         return _DispatchReader(dict(self.options))
 
 
-class _UnitReader(DataSourceReader):
+class _UnitReader(_PlannedReader):
     def __init__(self, options: dict[str, str]) -> None:
         self.root = _root(options)
         self.per_partition = _positive(options, "unitsPerPartition", 4_000_000)
 
-    def partitions(self) -> Sequence[InputPartition]:
-        return [InputPartition(g) for g in check.plan_unit_files(self.root, self.per_partition)]
+    def plan(self) -> Sequence[object]:
+        return check.plan_unit_files(self.root, self.per_partition)
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if partition.value is None:  # no partitions planned: pyspark reads one InputPartition(None)
-            return iter(())
-        return check.unit_batches(partition.value)
+    def read_one(self, value: Any) -> Iterator[pa.RecordBatch]:
+        return check.unit_batches(value)
 
 
 class StoreUnitDataSource(DataSource):
@@ -146,21 +158,18 @@ class StoreUnitDataSource(DataSource):
         return _UnitReader(dict(self.options))
 
 
-class _IndexReader(DataSourceReader):
+class _IndexReader(_PlannedReader):
     def __init__(self, options: dict[str, str]) -> None:
         self.root = _root(options)
         slots = options.get("hashslotnum")
         self.hash_slot_num = None if slots is None else _positive(options, "hashSlotNum", 1)
         self.per_partition = _positive(options, "entriesPerPartition", 2_000_000)
 
-    def partitions(self) -> Sequence[InputPartition]:
-        plan_ = check.plan_index(self.root, self.hash_slot_num, self.per_partition)
-        return [InputPartition(s) for s in plan_.slices]
+    def plan(self) -> Sequence[object]:
+        return check.plan_index(self.root, self.hash_slot_num, self.per_partition).slices
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if partition.value is None:  # no partitions planned: pyspark reads one InputPartition(None)
-            return iter(())
-        return check.index_batches(partition.value)
+    def read_one(self, value: Any) -> Iterator[pa.RecordBatch]:
+        return check.index_batches(value)
 
 
 class StoreIndexDataSource(DataSource):

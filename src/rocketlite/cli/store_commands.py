@@ -34,7 +34,9 @@ PathArg = Annotated[Path, typer.Argument(help="store root (holds commitlog/, con
 
 
 def iter_commitlog(root: Path) -> Iterator[tuple[int, rec.MessageRecord | None, str | None]]:
-    """Yield (offset, record, error) for every record; error ends that segment's walk."""
+    """Yield (offset, record, error) for every record; error ends that segment's walk. A record
+    with odd content (a NUL in its topic or properties) is a record; the last one before the
+    written records stop is an error when it is torn as recovery decides (``rec.torn_tail``)."""
     for seg in store_reader.commitlog_segments(root):
         base = seg.base
         with mapped(seg.path) as mm:
@@ -48,8 +50,14 @@ def iter_commitlog(root: Path) -> Iterator[tuple[int, rec.MessageRecord | None, 
                     break
                 if m is None:
                     break
+                nxt = pos + m.total_size
+                if store_reader.head_kind(mm, nxt, end) is None and \
+                        rec.torn_tail(mm, pos, m.total_size):
+                    yield base + pos, None, ("torn last record: zeroed blocks over its topic or "
+                                             "properties (recovery cuts it)")
+                    break
                 yield base + pos, m, None
-                pos += m.total_size
+                pos = nxt
 
 
 def _ts(ms: int) -> str:
@@ -161,7 +169,7 @@ def verify_store(root: Path, hash_slot_num: int | None = None,
             problems.append(f"CommitLog offset {offset}: record says PHYSICALOFFSET "
                             f"{m.commit_log_offset}")
         props = decode_properties(m.properties_text)
-        code = expected_unit_tags_code(m.topic, m.sys_flag, props, m.store_timestamp, levels)
+        code = expected_unit_tags_code(m.topic, m.queue_id, m.sys_flag, props, m.store_timestamp, levels)
         if code is not None:
             expected.setdefault((m.topic, m.queue_id), {})[m.queue_offset] = _Expected(
                 offset, m.total_size, code)

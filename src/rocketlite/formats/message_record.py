@@ -31,6 +31,15 @@ With IPv4 hosts and the V1 topic length, the fixed part is 91 bytes (``FIXED_SIZ
 
 A segment's free tail is closed by a BLANK record: ``TOTALSIZE = bytes left`` and the BLANK magic code;
 at least ``END_FILE_MIN_BLANK_LENGTH`` (8) bytes are always left for it.
+
+A record is *whole* when its frame holds: the magic code, a TOTALSIZE that fits the segment and
+equals the sum of its fields, and (``verify_crc``) BODYCRC over the body. What the topic and the
+properties contain is never a reason to refuse a record (Java keeps such records too): readers
+serve it as it is. BODYCRC does not cover them, so a write a crash cut short can leave a frame
+that looks whole with zeros where the topic or properties should be; ``torn_tail`` says whether
+the last record before the unwritten part of a segment is such a frame, by what a crash can leave
+(whole zeroed ``TEAR_UNIT`` blocks from some block boundary to the end of the write). The store
+refuses a NUL in the topic or the properties at the door, so no record it acknowledged matches.
 """
 
 from __future__ import annotations
@@ -342,11 +351,6 @@ def _parse(buf: Buffer, pos: int, limit: int, verify_crc: bool) -> tuple[int, ..
         crc = crc32(memoryview(buf)[body_at : body_at + body_len]) & 0x7FFFFFFF
         if crc != head[2]:
             raise CorruptRecordError(f"body CRC mismatch at position {pos}")
-        # BODYCRC does not cover the topic and properties: a write torn there leaves zeros that
-        # well-formed topics and property strings never contain.
-        tail = bytes(buf[topic_at:end])
-        if topic_len == 0 or b"\x00" in tail[:topic_len] or b"\x00" in tail[topic_len + 2 :]:
-            raise CorruptRecordError(f"torn topic or properties in the record at position {pos}")
     return (size, born_at, store_ts_at, store_at, tail_at, body_at, body_len, topic_at,
             topic_len, props_at, props_len)
 
@@ -373,13 +377,39 @@ def check_record(buf: Buffer, pos: int, limit: int, verify_crc: bool = True) -> 
                 if props_at <= end and props_at + _U16.unpack_from(buf, props_at - 2)[0] == end:
                     if crc32(memoryview(buf)[body_at : topic_at - 1]) & 0x7FFFFFFF != f[2]:
                         raise CorruptRecordError(f"body CRC mismatch at position {pos}")
-                    if topic_len and buf.find(b"\x00", topic_at, topic_at + topic_len) < 0 and \
-                            buf.find(b"\x00", props_at, end) < 0:
-                        return int(size)
-        # Anything unusual (BLANK, V2, IPv6, a torn or corrupt record) takes the full walk,
-        # which also names what is wrong.
+                    return int(size)
+        # Anything unusual (BLANK, V2, IPv6, a corrupt record) takes the full walk, which also
+        # names what is wrong.
     parts = _parse(buf, pos, limit, verify_crc)
     return parts[0] if parts else 0
+
+
+TEAR_UNIT = 512
+"""The smallest block a disk or the page cache writes: a write cut short by a crash (a short
+``pwrite`` after SIGKILL, pages or sectors never written before a power loss) leaves whole blocks
+of zeros, each starting at a multiple of this from the start of the segment file."""
+
+
+def torn_tail(buf: Buffer, pos: int, size: int) -> bool:
+    """Whether the record at ``pos`` (``size`` bytes, its frame already found whole) is the last
+    record of an interrupted write: its bytes end in zeros from a ``TEAR_UNIT`` boundary on, and
+    those zeros cover part of its topic or properties. A record the store accepted never matches
+    (it refuses a NUL there), and neither does one whose zeros are only its empty properties'
+    length. Positions count from the start of the segment file (``buf`` maps it from offset 0);
+    the caller asks only about the record just before where the written records stop."""
+    end = pos + size
+    if buf[end - 1]:
+        return False  # the common case: properties end with \x02
+    parts = _parse(buf, pos, end, False)
+    if not parts:
+        return False
+    topic_at, topic_len, props_len = parts[7], parts[8], parts[10]
+    last_content = end - 1 if props_len else topic_at + topic_len - 1
+    if last_content < topic_at:
+        return False  # no topic and no properties: nothing a tear could hide
+    zeros_from = pos + len(bytes(buf[pos:end]).rstrip(b"\x00"))
+    boundary = -(-zeros_from // TEAR_UNIT) * TEAR_UNIT
+    return boundary <= last_content
 
 
 def _host(buf: Buffer, at: int, v6: bool) -> tuple[bytes, int, int]:
@@ -415,8 +445,7 @@ def unpack_v4(buf: Buffer, pos: int, limit: int, verify_crc: bool = True
     body = bytes(buf[body_at : topic_at - 1])
     topic_b = bytes(buf[topic_at : topic_at + topic_len])
     props_b = bytes(buf[props_at:end])
-    if verify_crc and (crc32(body) & 0x7FFFFFFF != f[2] or not topic_len
-                       or b"\x00" in topic_b or b"\x00" in props_b):
+    if verify_crc and crc32(body) & 0x7FFFFFFF != f[2]:
         return None
     return f, body, topic_b.decode("utf-8", "replace"), props_b.decode("utf-8", "replace")
 

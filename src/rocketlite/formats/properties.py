@@ -3,6 +3,9 @@
 Each entry is ``name \\x01 value \\x02`` (the trailing ``\\x02`` included), UTF-8 on the wire and on
 disk. On parse, segments shorter than 3 characters or with no name or value are skipped, as
 ``MessageDecoder.string2messageProperties`` does.
+
+The store refuses a property string holding a NUL byte (``nul_error``): BODYCRC does not cover the
+properties, and zeros there are how recovery recognises a write a crash cut short.
 """
 
 from __future__ import annotations
@@ -64,3 +67,17 @@ def find_property(props: bytes, name: bytes) -> str | None:
     end = props.find(b"\x02", start)
     value = props[start:end] if end >= 0 else props[start:]
     return value.decode("utf-8", "replace") if value else None
+
+
+def nul_error(props: bytes) -> str | None:
+    """None if the encoded property string holds no NUL byte; else why it is refused: the byte
+    position of the first NUL and the property (name or value) it falls in."""
+    i = props.find(b"\x00")
+    if i < 0:
+        return None
+    start = props.rfind(b"\x02", 0, i) + 1
+    name, sep, _ = props[start:i].partition(b"\x01")
+    where = "value" if sep else "name"
+    return (f"properties hold a NUL byte at byte {i}, in the {where} of property "
+            f"{name.decode('utf-8', 'replace')!r}: keys, tags and other properties cannot "
+            "contain NUL")

@@ -83,7 +83,8 @@ def dispatch_range(rng: ByteRange, levels: Sequence[int], batch_rows: int = 8192
             else:
                 size, stored, topic, qid, qoff, sys_flag, store_ts, text = _fields(d)
                 props = decode_properties(text)
-                code = dispatch_check.expected_unit_tags_code(topic, sys_flag, props, store_ts, levels)
+                code = dispatch_check.expected_unit_tags_code(topic, qid, sys_flag, props, store_ts,
+                                                             levels)
                 keys = dispatch_check.index_keys(topic, sys_flag, props)
                 rows.append((rng.base + pos, stored, size, topic, qid, qoff, sys_flag, store_ts, code,
                              keys, dispatch_check.index_hashes(keys), None))

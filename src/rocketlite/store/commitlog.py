@@ -26,6 +26,7 @@ from operator import and_, attrgetter
 
 from rocketlite.common.errors import MessageIllegalError, StoreError
 from rocketlite.formats import message_record as rec
+from rocketlite.formats.properties import nul_error
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.mapped_file import MappedFile
 from rocketlite.store.mapped_file_queue import Allocator, MappedFileQueue
@@ -38,7 +39,7 @@ from rocketlite.store.message import (
     RecordsHint,
 )
 
-TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+TOPIC_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]+", re.ASCII)  # fullmatch: "$" would allow a "\n"
 TOPIC_MAX_BYTES = 1024
 QUEUE_ID_MAX = 65535
 _TXN_NO_QUEUE = (rec.SYSFLAG_TRANSACTION_PREPARED, rec.SYSFLAG_TRANSACTION_ROLLBACK)
@@ -49,6 +50,13 @@ _size = attrgetter("size")
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _check_properties(props: bytes, prefix: str = "") -> None:
+    """Refuse what the store cannot keep in properties (a NUL byte). Raises MessageIllegalError."""
+    err = nul_error(props)
+    if err is not None:
+        raise MessageIllegalError(prefix + err)
 
 
 class CommitLog:
@@ -108,7 +116,7 @@ class CommitLog:
                 raise MessageIllegalError(
                     f"topic is {len(tb)} bytes, longer than the limit {TOPIC_MAX_BYTES}"
                 )
-            if not TOPIC_PATTERN.match(topic):
+            if not TOPIC_PATTERN.fullmatch(topic):
                 raise MessageIllegalError(
                     f"topic {topic!r} has illegal characters: allowed are letters, digits, %|_-"
                 )
@@ -144,6 +152,7 @@ class CommitLog:
         return tb, size
 
     def _check(self, m: MessageToStore, props: bytes) -> int:
+        _check_properties(props)
         return self._check_message(m.topic, len(m.body), len(props), m.queue_id, m.born_host, 0)[1]
 
     # -- appending ---------------------------------------------------------------------------
@@ -162,7 +171,7 @@ class CommitLog:
             tb = topics.get(m.topic)
             props = m.properties.encode() if m.properties else b""
             body = m.body
-            if (tb is None or len(body) > max_body or len(props) > 32767
+            if (tb is None or len(body) > max_body or len(props) > 32767 or b"\x00" in props
                     or not 0 <= m.queue_id <= QUEUE_ID_MAX or len(m.born_host) != 4):
                 self._check(m, props)  # raises with the reason, or accepts (IPv6, new topic)
                 tb = self.topic_bytes(m.topic)
@@ -250,6 +259,9 @@ class CommitLog:
             )
         if b.sys_flag & rec.SYSFLAG_TRANSACTION_MASK:
             raise MessageIllegalError("a batch cannot carry transactional messages")
+        if b"\x00" in b"".join(b.properties):  # one search (25x cheaper than one per entry)
+            for i, p in enumerate(b.properties):
+                _check_properties(p, f"batch message {i}: ")
         return self._check_message(
             b.topic, max(blens), max(plens), b.queue_id, b.born_host, b.sys_flag
         )[0]

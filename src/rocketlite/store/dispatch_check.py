@@ -9,7 +9,8 @@ place:
 * **ConsumeQueue unit** ``(commit_log_offset, size, tags_code)`` at the record's own
   ``(topic, queue_id, queue_offset)``, unless the record is a *prepared* or *rolled back*
   transaction half (Java's ``CommitLogDispatcherBuildConsumeQueue``: only NOT_TYPE and COMMIT
-  records reach a queue).
+  records reach a queue), or its topic or queue id cannot name a queue directory (a record the
+  store did not write itself: it stays in the CommitLog, readable by offset, and is indexed).
 * **tags code**: Java's ``tags.hashCode()`` (0 without TAGS); for ``SCHEDULE_TOPIC_XXXX`` the
   deliver time ``storeTimestamp + delay of its DELAY level`` instead
   (``CommitLog.checkMessageAndReturnSize``), so the schedule service scans a level by tag code.
@@ -27,6 +28,7 @@ from rocketlite.formats import message_record as rec
 from rocketlite.formats.delay import SCHEDULE_TOPIC, schedule_tags_code
 from rocketlite.formats.javahash import index_key_hash, tags_code
 from rocketlite.formats.properties import DELAY, KEY_SEPARATOR, KEYS, TAGS, UNIQ_KEY
+from rocketlite.store.commitlog import QUEUE_ID_MAX, TOPIC_PATTERN
 from rocketlite.store.index_service import index_key
 
 _NO_QUEUE = (rec.SYSFLAG_TRANSACTION_PREPARED, rec.SYSFLAG_TRANSACTION_ROLLBACK)
@@ -35,6 +37,12 @@ _NO_QUEUE = (rec.SYSFLAG_TRANSACTION_PREPARED, rec.SYSFLAG_TRANSACTION_ROLLBACK)
 def dispatches_unit(sys_flag: int) -> bool:
     """True if a record with this SYSFLAG gets a ConsumeQueue unit."""
     return sys_flag & rec.SYSFLAG_TRANSACTION_MASK not in _NO_QUEUE
+
+
+def names_queue(topic: str, queue_id: int) -> bool:
+    """True if ``consumequeue/{topic}/{queue_id}`` is a queue the store would create: the topic
+    in the characters the store accepts, the queue id in its range."""
+    return TOPIC_PATTERN.fullmatch(topic) is not None and 0 <= queue_id <= QUEUE_ID_MAX
 
 
 def is_indexed(sys_flag: int) -> bool:
@@ -52,10 +60,10 @@ def expected_tags_code(topic: str, props: Mapping[str, str], store_timestamp: in
     return tags_code(props.get(TAGS))
 
 
-def expected_unit_tags_code(topic: str, sys_flag: int, props: Mapping[str, str], store_timestamp: int,
-                            delay_levels_ms: Sequence[int]) -> int | None:
+def expected_unit_tags_code(topic: str, queue_id: int, sys_flag: int, props: Mapping[str, str],
+                            store_timestamp: int, delay_levels_ms: Sequence[int]) -> int | None:
     """The tags code of the record's unit, or None when the record gets no unit."""
-    if not dispatches_unit(sys_flag):
+    if not dispatches_unit(sys_flag) or not names_queue(topic, queue_id):
         return None
     return expected_tags_code(topic, props, store_timestamp, delay_levels_ms)
 

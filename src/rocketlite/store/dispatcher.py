@@ -38,6 +38,7 @@ from rocketlite.formats.javahash import tags_code
 from rocketlite.formats.properties import find_property
 from rocketlite.store.commitlog import CommitLog
 from rocketlite.store.consume_queue import ConsumeQueue
+from rocketlite.store.dispatch_check import names_queue
 from rocketlite.store.index_service import IndexService
 from rocketlite.store.message import DispatchHint, RecordsHint
 
@@ -76,6 +77,7 @@ class Dispatcher:
         self.dirty: set[ConsumeQueue] = set()
         self._queues: dict[tuple[bytes, int], ConsumeQueue] = {}
         self._topic_names: dict[bytes, str] = {}
+        self._odd_topics: set[tuple[bytes, int]] = set()  # logged once each, at most 64
         # Queues written this round, with their next offset: committed and announced at its end.
         self._touched: dict[ConsumeQueue, int] = {}
         self.lock = threading.Lock()  # held while dispatching; flushers take it to snapshot
@@ -286,15 +288,18 @@ class Dispatcher:
             else:
                 key = (topic_b, qid)
                 cq = queues.get(key)
-                if cq is None:
+                if cq is None and self._names_queue(topic_b, qid, phys):
                     cq = queues[key] = cq_of(self._topic_name(topic_b), qid)
-                topic = cq.topic
-                if topic_b == SCHEDULE_TOPIC_BYTES:
-                    cq.put(phys, size, self._code(props, store_ts), qoff)
+                if cq is None:
+                    topic = self._topic_name(topic_b)  # indexed, but no unit
                 else:
-                    tags = find_property(props, _TAGS) if props else None
-                    cq.put(phys, size, tags_code(tags), qoff)
-                touched[cq] = qoff + 1
+                    topic = cq.topic
+                    if topic_b == SCHEDULE_TOPIC_BYTES:
+                        cq.put(phys, size, self._code(props, store_ts), qoff)
+                    else:
+                        tags = find_property(props, _TAGS) if props else None
+                        cq.put(phys, size, tags_code(tags), qoff)
+                    touched[cq] = qoff + 1
             if index is not None and (_KEYS in props or _UNIQ in props):
                 self._index_keys(index, topic, props, phys, store_ts)
         if last_ts:
@@ -316,6 +321,17 @@ class Dispatcher:
             if len(self._topic_names) < 100_000:
                 self._topic_names[topic_b] = name
         return name
+
+    def _names_queue(self, topic_b: bytes, qid: int, phys: int) -> bool:
+        """Whether a record read from the CommitLog names a queue (``dispatch_check.names_queue``);
+        one the store did not write may not: it is kept and indexed, but gets no unit."""
+        if names_queue(self._topic_name(topic_b), qid):
+            return True
+        if len(self._odd_topics) < 64 and (topic_b, qid) not in self._odd_topics:
+            self._odd_topics.add((topic_b, qid))
+            log.error("CommitLog offset %d: topic %r queue %d cannot name a ConsumeQueue; records "
+                      "there are kept but get no unit", phys, topic_b[:80], qid)
+        return False
 
     def forget_topic(self, topic: str) -> None:
         """Drop cached references to a deleted topic's queues (call holding ``lock``)."""

@@ -6,6 +6,11 @@
   the checkpoint's smallest flushed timestamp, re-verify every record (magic, sizes, CRC) forward,
   and stop at the first torn or corrupt one.
 
+What stops the walk is what a crash can produce, never the content of a record: a frame that is
+not whole (magic, sizes, body CRC: ``message_record.check_record``) and, just before where the
+written records stop, a last record whose zeroed tail blocks hide part of its topic or properties
+(``message_record.torn_tail``). A record with odd content but a whole frame is kept.
+
 Either way everything past the valid end is zeroed or deleted, so new writes continue from the last
 good record. A damaged tail is logged and cut, never a reason to refuse to start. The caller then
 trims ConsumeQueues and the index to that end and re-dispatches from the returned scan start.
@@ -65,12 +70,21 @@ def _scan_segment(mf: MappedFile, after_ts: int) -> tuple[int, int, bool, int | 
     first_after: int | None = None
     check = rec.check_record
     store_ts = rec.read_store_timestamp
+    last = 0  # size of the record before ``pos``
     while pos < size_limit:
         try:
             size = check(mm, pos, size_limit, True)
         except CorruptRecordError as e:
             if mm[pos : pos + 8] != b"\x00" * 8:
                 log.warning("recovery: %s in %s; cutting the log here", e, mf.path.name)
+            if last and rec.torn_tail(mm, pos - last, last):
+                pos -= last
+                n -= 1
+                log.warning("recovery: the record at position %d of %s ends in zeroed blocks over "
+                            "its topic or properties (a write cut short); cutting the log here",
+                            pos, mf.path.name)
+                if first_after == pos:
+                    first_after = None
             return pos, n, False, first_after
         if size == 0:
             return pos, n, True, first_after
@@ -78,6 +92,7 @@ def _scan_segment(mf: MappedFile, after_ts: int) -> tuple[int, int, bool, int | 
             first_after = pos
         pos += size
         n += 1
+        last = size
     return pos, n, False, first_after
 
 

@@ -111,7 +111,7 @@ def first_record_at_or_after(buf: rec.Buffer, target: int, limit: int) -> int:
     return pos
 
 
-def _head_kind(buf: rec.Buffer, pos: int, limit: int) -> int | None:
+def head_kind(buf: rec.Buffer, pos: int, limit: int) -> int | None:
     """TOTALSIZE of the record at ``pos``, 0 for a BLANK, None for anything else (zeros too)."""
     try:
         return rec.check_head(buf, pos, limit)
@@ -123,19 +123,24 @@ def _walk(buf: rec.Buffer, limit: int, *, verify_crc: bool, after_ts: int | None
           ) -> tuple[int, bool]:
     """Follow records from position 0; return (end of the last one taken, True if the walk ended
     at a BLANK). It stops at the first head that is not a record (zeros, garbage, a size past
-    ``limit``), with ``verify_crc`` also at the first record that does not verify, and with
-    ``after_ts`` before the first record stored after it."""
+    ``limit``), with ``verify_crc`` also at the first record that does not verify or before a
+    torn last record (``message_record.torn_tail``, as recovery decides), and with ``after_ts``
+    before the first record stored after it."""
     pos = 0
+    last = 0
     while pos < limit:
         try:
             size = rec.check_record(buf, pos, limit, True) if verify_crc else rec.check_head(buf, pos, limit)
         except CorruptRecordError:
+            if verify_crc and last and rec.torn_tail(buf, pos - last, last):
+                return pos - last, False
             return pos, False
         if size == 0:
             return pos, True
         if after_ts is not None and rec.read_store_timestamp(buf, pos) > after_ts:
             return pos, False
         pos += size
+        last = size
     return pos, False
 
 
@@ -157,7 +162,7 @@ def written_end(segments: list[Segment], *, verify_crc: bool = False) -> int:
             head = bytes(mm[:8])
             if not any(head):
                 continue
-            if len(mm) < 8 or _head_kind(mm, 0, len(mm)) is None:
+            if len(mm) < 8 or head_kind(mm, 0, len(mm)) is None:
                 if verify_crc:
                     return seg.base
                 raise CorruptRecordError(
@@ -176,7 +181,7 @@ def timestamp_end(segments: list[Segment], flushed_ts: int) -> int:
     start = 0
     for i in range(len(segments) - 1, -1, -1):
         with mapped(segments[i].path) as mm:
-            if len(mm) >= 8 and _head_kind(mm, 0, len(mm)) and \
+            if len(mm) >= 8 and head_kind(mm, 0, len(mm)) and \
                     rec.read_store_timestamp(mm, 0) <= flushed_ts:
                 start = i
                 break

@@ -92,8 +92,9 @@ def test_message_id_round_trip() -> None:
 @given(records(), st.data())
 def test_check_record_fast_and_full_paths_agree_on_damage(m: rec.MessageRecord,
                                                           data: st.DataObject) -> None:
-    """Damage to the body (CRC) or a NUL written into the topic or properties is caught, on the
-    one-unpack path recovery uses for IPv4/V1 records as on the full walk."""
+    """Damage to the body is caught (CRC), on the one-unpack path recovery uses for IPv4/V1
+    records as on the full walk; a NUL written into the topic or properties is not damage to the
+    frame: both paths keep the record and decode it byte for byte."""
     raw = bytearray(m.encode())
     assert rec.check_record(bytes(raw), 0, len(raw)) == len(raw)
     assert rec.check_record(memoryview(raw), 0, len(raw)) == len(raw)  # the full walk
@@ -114,7 +115,48 @@ def test_check_record_fast_and_full_paths_agree_on_damage(m: rec.MessageRecord,
     props_len_at = len(raw) - len(m.properties_text.encode()) - 2
     if j not in (props_len_at, props_len_at + 1):  # the length itself is checked differently
         raw[j] = 0
-        with pytest.raises(CorruptRecordError):
-            rec.check_record(bytes(raw), 0, len(raw))
-        with pytest.raises(CorruptRecordError):
-            rec.decode_record(bytes(raw), 0, len(raw))
+        assert rec.check_record(bytes(raw), 0, len(raw)) == len(raw)
+        assert rec.check_record(memoryview(raw), 0, len(raw)) == len(raw)
+        odd = rec.decode_record(bytes(raw), 0, len(raw))
+        assert odd is not None and odd.encode() == bytes(raw)
+
+
+def _placed(m: rec.MessageRecord, pos: int) -> tuple[bytearray, int, int]:
+    """The record at ``pos`` of a zeroed buffer with room after it; (buffer, size, where its
+    topic and properties begin)."""
+    raw = m.encode()
+    buf = bytearray(pos + len(raw) + rec.TEAR_UNIT)
+    buf[pos : pos + len(raw)] = raw
+    content_at = pos + len(raw) - len(m.properties_text.encode()) - 2 - len(m.topic.encode())
+    return buf, len(raw), content_at
+
+
+@given(records(), st.integers(0, 3 * rec.TEAR_UNIT))
+def test_a_whole_record_is_never_a_torn_tail(m: rec.MessageRecord, pos: int) -> None:
+    """What the store writes (no NUL in its topic or properties) never looks torn, wherever it
+    lies against the tear blocks."""
+    buf, size, _ = _placed(m, pos)
+    assert not rec.torn_tail(buf, pos, size)
+
+
+@given(records(), st.integers(0, 3 * rec.TEAR_UNIT), st.data())
+def test_zeroed_tail_blocks_over_the_topic_or_properties_are_a_torn_tail(
+        m: rec.MessageRecord, pos: int, data: st.DataObject) -> None:
+    """A write cut at a tear boundary inside the topic or the properties leaves a frame that
+    checks (sizes, body CRC) with zeros from that boundary on: ``torn_tail`` says so, unless the
+    zeros hold no topic or property byte (an empty properties' length only)."""
+    buf, size, content_at = _placed(m, pos)
+    end = pos + size
+    props_len = len(m.properties_text.encode())
+    last_content = end - 1 if props_len else end - 3
+    first = -(-content_at // rec.TEAR_UNIT) * rec.TEAR_UNIT
+    boundaries = range(max(first, pos + 1), end, rec.TEAR_UNIT)
+    if not boundaries:
+        return  # no boundary inside this record's topic or properties
+    cut = data.draw(st.sampled_from(boundaries))
+    buf[cut:end] = bytes(end - cut)
+    try:
+        rec.check_record(bytes(buf), pos, len(buf))
+    except CorruptRecordError:
+        return  # a zeroed length field: the frame check already refuses it
+    assert rec.torn_tail(buf, pos, size) == (cut <= last_content)

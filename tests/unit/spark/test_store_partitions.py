@@ -258,6 +258,18 @@ def test_a_torn_tail_ends_the_valid_scan_without_error(tmp_path: Path) -> None:
         scan(tmp_path)
 
 
+def test_a_record_with_a_nul_in_its_properties_does_not_stop_the_valid_scan(tmp_path: Path) -> None:
+    """What a whole record contains is no reason to stop (recovery keeps it too)."""
+    recs = [record(0, 0)]
+    recs.append(record(len(recs[0]), 1, props={"KEYS": "k\x00ey", "TAGS": "t\x00"}))
+    recs.append(record(len(recs[0]) + len(recs[1]), 2))
+    write_log(tmp_path, [recs])
+    end = sum(map(len, recs))
+    assert store_reader.resolve_bound(tmp_path, "valid").end == end
+    table = scan(tmp_path, bound="valid")
+    assert table.num_rows == 3 and table.column("keys")[1].as_py() == ["k\x00ey"]
+
+
 def test_the_valid_bound_says_how_much_follows_the_record_that_stops_it(tmp_path: Path) -> None:
     starts, recs = build(tmp_path, [10])
     corrupt(tmp_path, starts[6], rec.FIXED_SIZE_V4 - 3, b"\xff")
@@ -321,6 +333,7 @@ def test_columns_equal_the_client_decoder_for_every_record_shape(tmp_path: Path)
     add(3, body=zlib.compress(b"z" * 5000), sys_flag=rec.SYSFLAG_COMPRESSED)
     add(4, props={"UNIQ_KEY": "AC11000100002A9F0000000000000004", "KEYS": "a  b", "u": "v"})
     add(5, props={})
+    add(6, props={"KEYS": "odd\x00key", "u": "a\x00b"})  # odd content (another broker wrote it)
     write_log(tmp_path, [shapes])
     got = scan(tmp_path, brokerName="broker-x", includeSystemTopics="true", batchRows="4")
     want = to_record_batch(list(iter_messages(b"".join(shapes))), "broker-x")
@@ -374,19 +387,24 @@ def test_options_are_checked() -> None:
 
 def test_dispatch_rules() -> None:
     props = {"TAGS": "TagA", "KEYS": " k1 k2  k1 ", "UNIQ_KEY": "U1"}
-    assert dispatch_check.expected_unit_tags_code("T", 0, props, 5, LEVELS) == tags_code("TagA")
+    assert dispatch_check.expected_unit_tags_code("T", 0, 0, props, 5, LEVELS) == tags_code("TagA")
     assert dispatch_check.index_keys("T", 0, props) == ["T#U1", "T#k1", "T#k2"]
     prepared, rollback, commit = (rec.SYSFLAG_TRANSACTION_PREPARED, rec.SYSFLAG_TRANSACTION_ROLLBACK,
                                   rec.SYSFLAG_TRANSACTION_COMMIT)
-    assert dispatch_check.expected_unit_tags_code("T", prepared, props, 5, LEVELS) is None
+    assert dispatch_check.expected_unit_tags_code("T", 0, prepared, props, 5, LEVELS) is None
     assert dispatch_check.index_keys("T", prepared, props) == ["T#U1", "T#k1", "T#k2"]
-    assert dispatch_check.expected_unit_tags_code("T", rollback, props, 5, LEVELS) is None
+    assert dispatch_check.expected_unit_tags_code("T", 0, rollback, props, 5, LEVELS) is None
     assert dispatch_check.index_keys("T", rollback, props) == []
-    assert dispatch_check.expected_unit_tags_code("T", commit, {}, 5, LEVELS) == 0
+    assert dispatch_check.expected_unit_tags_code("T", 0, commit, {}, 5, LEVELS) == 0
+    # a record the store did not write whose topic or queue id cannot name a queue directory:
+    # no unit, but indexed
+    for topic, qid in (("a/b", 0), ("..", 0), ("T\x00", 0), ("T\n", 0), ("T", -1), ("T", 65536)):
+        assert dispatch_check.expected_unit_tags_code(topic, qid, 0, props, 5, LEVELS) is None
+    assert dispatch_check.index_keys("a/b", 0, props) == ["a/b#U1", "a/b#k1", "a/b#k2"]
     # a delayed message waiting in its level's queue: the tag code is its deliver time
-    assert dispatch_check.expected_unit_tags_code(SCHEDULE_TOPIC, 0, {"DELAY": "3", "TAGS": "x"}, 1000,
+    assert dispatch_check.expected_unit_tags_code(SCHEDULE_TOPIC, 0, 0, {"DELAY": "3", "TAGS": "x"}, 1000,
                                                   LEVELS) == 1000 + 10_000
-    assert dispatch_check.expected_unit_tags_code(SCHEDULE_TOPIC, 0, {"TAGS": "x"}, 1000, LEVELS) == \
+    assert dispatch_check.expected_unit_tags_code(SCHEDULE_TOPIC, 0, 0, {"TAGS": "x"}, 1000, LEVELS) == \
         tags_code("x")
 
 

@@ -1,6 +1,7 @@
 """A state machine against a simple model: append, flush, crash (the unflushed tail of the
-CommitLog is cut at an arbitrary byte), recover, read. After every recovery the store holds exactly
-the records that end at or before the cut, every flushed record among them, and reads agree."""
+CommitLog is lost from a tear boundary on, as a killed ``pwrite`` or a power loss leaves it), recover,
+read. After every recovery the store holds exactly the records that end at or before the cut, every
+flushed record among them, and reads agree."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from rocketlite.formats import message_record as rec
 from rocketlite.formats.message_record import decode_record
 from rocketlite.store.message_store import MessageStore
 from storehelp import msg, small_config, wait_dispatched
@@ -57,7 +59,9 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def crash_and_recover(self, data: st.DataObject) -> None:
         written = self.store.commitlog.max_offset
-        cut = data.draw(st.integers(self.flushed_end, written), label="cut")
+        unit = rec.TEAR_UNIT
+        blocks = range(-(-self.flushed_end // unit), written // unit + 1)
+        cut = data.draw(st.sampled_from([written, *(b * unit for b in blocks)]), label="cut")
         self.store.halt()
         for seg in sorted(self.cfg.commit_log_dir.iterdir()):
             base = int(seg.name)

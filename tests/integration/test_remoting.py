@@ -4,6 +4,7 @@ handler errors, timeouts, malformed input, peer-initiated requests, closing."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import struct
 from collections.abc import AsyncIterator
 
@@ -14,6 +15,7 @@ from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.command import RemotingCommand, decode_frame
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection
+from rocketlite.remoting.limits import BAD_FRAME_LOG_FIRST
 from rocketlite.remoting.server import RemotingServer
 
 pytestmark = pytest.mark.integration
@@ -166,3 +168,52 @@ async def test_pending_requests_fail_when_the_server_goes_away(fx: Fixture) -> N
         await task
     with pytest.raises(RemotingError):
         await fx.client.invoke(fx.addr, RemotingCommand.request(ECHO), 1)
+
+
+async def test_deeply_nested_header_among_good_frames_on_a_socket(
+        fx: Fixture, caplog: pytest.LogCaptureFixture) -> None:
+    # issue 17.4: a header nested 600 levels escaped the decoder as TypeError; asyncio printed a
+    # traceback, closed the connection and dropped the good frames of the same read
+    def request(v: str, opaque: int) -> bytes:
+        cmd = RemotingCommand.request(ECHO, {"v": v})
+        cmd.opaque = opaque
+        return cmd.encode()
+
+    deep = frame(b'{"code":9001,"opaque":5,"flag":0,"extFields":{"x":' + b'{"a":' * 600 + b"1"
+                 + b"}" * 600 + b"}}")
+    host, port = fx.addr.split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(request("a", 1) + deep + request("b", 2))
+        replies = []
+        for _ in range(3):
+            (length,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 5))
+            replies.append(decode_frame(await reader.readexactly(length)))
+        assert [(r.opaque, r.code) for r in replies] == [(1, 0), (5, ResponseCode.SYSTEM_ERROR), (2, 0)]
+        writer.write(request("c", 3))  # the connection is still usable
+        (length,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 5))
+        assert decode_frame(await reader.readexactly(length)).ext_fields["echo"] == "c"
+    finally:
+        writer.close()
+    assert not any(r.exc_info for r in caplog.records)
+    assert sum("bad request" in r.getMessage() for r in caplog.records) == 1
+
+
+async def test_a_flood_of_bad_frames_writes_a_bounded_log(
+        fx: Fixture, caplog: pytest.LogCaptureFixture) -> None:
+    # issue 17.4: every bad frame wrote a WARNING (26,000 lines in the probe)
+    bad = frame(b'{"code":"abc","opaque":7,"flag":0}')
+    for _ in range(30):  # 30 connections from one host, 100 bad requests each, then garbage
+        host, port = fx.addr.split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(bad * 100)
+        for _ in range(100):  # each one answered SYSTEM_ERROR
+            (length,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 5))
+            assert decode_frame(await reader.readexactly(length)).code == ResponseCode.SYSTEM_ERROR
+        writer.write(b"\xff\xff\xff\xff")  # then a length that breaks the stream: closed
+        assert await asyncio.wait_for(reader.read(), 5) == b""
+        writer.close()
+    await fx.server.close()  # the summary of what was not logged
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(lines) == BAD_FRAME_LOG_FIRST + 1
+    assert "127.0.0.1: 3020 more bad frames" in lines[-1]

@@ -308,7 +308,10 @@ def _to_str(v: object) -> str | None:
         return str(int(v)) if v.is_integer() else repr(v)
     if isinstance(v, str):
         return str(v)
-    return _dumps(v, default=str).decode()
+    try:  # a list or object (JSON text, as fastjson's toString writes it)
+        return _dumps(v, default=str).decode()
+    except _JSONEncodeError as e:  # nested deeper than orjson writes (254 levels)
+        raise ProtocolError(f"header value cannot be written as text: {e}") from None
 
 
 def _coerce_ext(ext: dict[str, object] | dict[str, str]) -> dict[str, str]:
@@ -354,18 +357,21 @@ def _json_command(header: bytes | memoryview, body: bytes) -> RemotingCommand:
     if language.__class__ is not str or language not in _LANGUAGE_NAMES:
         language = _language(language)
     remark = get("remark")
-    if remark is not None and remark.__class__ is not str:
-        remark = _to_str(remark)
     ext = get("extFields")
-    if ext is None:
-        ext = {}
-    elif ext.__class__ is dict:
-        for v in ext.values():
-            if v.__class__ is not str:
-                ext = _coerce_ext(ext)
-                break
-    else:
-        raise ProtocolError(f"JSON header's extFields is a {type(ext).__name__}, not an object", opaque=reply)
+    try:
+        if remark is not None and remark.__class__ is not str:
+            remark = _to_str(remark)
+        if ext is None:
+            ext = {}
+        elif ext.__class__ is dict:
+            for v in ext.values():
+                if v.__class__ is not str:
+                    ext = _coerce_ext(ext)
+                    break
+        else:
+            raise ProtocolError(f"JSON header's extFields is a {type(ext).__name__}, not an object")
+    except ProtocolError as e:
+        raise ProtocolError(str(e), opaque=reply) from None
     return RemotingCommand(code, language, version, opaque, flag, remark, ext, body, _JSON)
 
 
@@ -449,9 +455,32 @@ def _decode(buf: bytes | bytearray | memoryview, start: int, end: int) -> Remoti
     raise ProtocolError(f"unknown serialize type {stype} (header length field {ori:#010x})")
 
 
+def _undecodable(e: Exception) -> ProtocolError:
+    """A codec failure that is not a ``ProtocolError`` (a bug, or input nobody foresaw) as the
+    frame's error: the frame is lost, the stream goes on; no opaque, so a server closes."""
+    return ProtocolError(f"undecodable frame: {type(e).__name__}: {e}")
+
+
 def decode_frame(frame: bytes | bytearray | memoryview) -> RemotingCommand:
-    """Decode one frame given *without* its 4-byte length field. Raises ``ProtocolError``."""
-    return _decode(frame, 0, len(frame))
+    """Decode one frame given *without* its 4-byte length field. Raises ``ProtocolError`` (and
+    ``MemoryError``), nothing else."""
+    try:
+        return _decode(frame, 0, len(frame))
+    except (ProtocolError, MemoryError):
+        raise
+    except Exception as e:
+        raise _undecodable(e) from e
+
+
+def _decode_item(frame: bytes) -> RemotingCommand | ProtocolError:
+    try:
+        return _decode(frame, 4, len(frame))
+    except ProtocolError as e:
+        return e
+    except MemoryError:
+        raise
+    except Exception as e:  # noqa: BLE001 - whatever the codec raised is this frame's error
+        return _undecodable(e)
 
 
 class FrameDecoder:
@@ -460,7 +489,9 @@ class FrameDecoder:
     ``feed(data)`` buffers what it is given and returns, in order, one item per complete frame: the
     ``RemotingCommand``, or the ``ProtocolError`` that frame's header raised. Such an error is
     *recoverable*: the frame was well delimited, the decoder goes on with the next one, and the
-    error's ``opaque`` (when not None) is the request a server should answer with an error.
+    error's ``opaque`` (when not None) is the request a server should answer with an error. Any
+    other exception decoding a frame raises (a header nested too deep, a codec bug) becomes that
+    frame's ``ProtocolError`` too (without an opaque); only ``MemoryError`` passes through.
 
     Errors that lose the frame boundary are *fatal* and raised: a negative length
     (``ProtocolError``) or one above ``max_frame`` (``FrameTooLargeError``, raised as soon as the
@@ -529,10 +560,7 @@ class FrameDecoder:
         buf += memoryview(data)[pos : pos + need]
         frame = bytes(buf)
         buf.clear()
-        try:
-            out.append(_decode(frame, 4, len(frame)))
-        except ProtocolError as e:
-            out.append(e)
+        out.append(_decode_item(frame))
         return pos + need
 
     def _check_length(self, length: int) -> None:
@@ -561,5 +589,9 @@ class FrameDecoder:
                 append(_decode(data, start, end))
             except ProtocolError as e:
                 append(e)
+            except MemoryError:
+                raise
+            except Exception as e:  # noqa: BLE001 - inline, not _decode_item: no call per frame
+                append(_undecodable(e))
             pos = end
         return pos

@@ -28,8 +28,11 @@ from typing import Protocol, cast
 from rocketlite.common.errors import FormatError, ProtocolError, RemotingError, RemotingTimeoutError
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.command import FrameDecoder, RemotingCommand
+from rocketlite.remoting.limits import PeerLog
 
 log = logging.getLogger(__name__)
+BAD_FRAMES = PeerLog(log)
+"""Warnings about bad frames for connections that were given no ``PeerLog`` of their own."""
 
 DEFAULT_MAX_FRAME = 16 * 1024 * 1024
 DEFAULT_MAX_INFLIGHT = 1024
@@ -73,14 +76,17 @@ class Connection(asyncio.Protocol):
         max_inflight: int = DEFAULT_MAX_INFLIGHT,
         max_pending: int = DEFAULT_MAX_PENDING,
         on_close: Callable[[Connection], None] | None = None,
+        peer_log: PeerLog = BAD_FRAMES,
     ) -> None:
         self.handler = handler
+        self.peer_log = peer_log
         self.decoder = FrameDecoder(max_frame)
         self.max_inflight = max_inflight
         self.max_pending = max_pending
         self.on_close = on_close
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        self.peer_ip = "?"
         self.peer_host = b"\x7f\x00\x00\x01"  # packed IPv4 (4 bytes) or IPv6 (16 bytes)
         self.peer_port = 0
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
@@ -107,6 +113,7 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple):
             self.peer = f"{peer[0]}:{peer[1]}"
+            self.peer_ip = str(peer[0])
             self.peer_port = int(peer[1])
             self.peer_host = _packed_ip(str(peer[0]))
         loop = asyncio.get_running_loop()
@@ -117,8 +124,9 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         try:
             items = self.decoder.feed(data)
-        except ProtocolError as e:
-            log.warning("closing connection from %s: %s", self.peer, e)
+        except Exception as e:  # noqa: BLE001 - ProtocolError: the stream broke; else a codec bug
+            what = "" if isinstance(e, ProtocolError) else f"{type(e).__name__}: "
+            self.peer_log.warning(self.peer_ip, "closing connection from %s: %s%s", self.peer, what, e)
             self.close()
             return
         self._in_read = True
@@ -165,7 +173,7 @@ class Connection(asyncio.Protocol):
     # -- requests from the peer ---------------------------------------------------------------
 
     def _bad_request(self, err: ProtocolError) -> None:
-        log.warning("bad request from %s: %s", self.peer, err)
+        self.peer_log.warning(self.peer_ip, "bad request from %s: %s", self.peer, err)
         if err.opaque is None:
             self.close()  # nothing to answer to: the peer is not speaking Remoting
         else:
@@ -218,7 +226,7 @@ class Connection(asyncio.Protocol):
         code = getattr(exc, "response_code", None)
         if code is None:
             if isinstance(exc, FormatError):  # a bad header or body: the peer's mistake
-                log.warning("request %d from %s: %s", cmd.code, self.peer, exc)
+                self.peer_log.warning(self.peer_ip, "request %d from %s: %s", cmd.code, self.peer, exc)
             else:
                 log.error("request %d from %s failed", cmd.code, self.peer, exc_info=exc)
             code = ResponseCode.SYSTEM_ERROR

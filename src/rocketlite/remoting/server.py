@@ -19,6 +19,7 @@ from rocketlite.remoting.connection import (
     DEFAULT_MAX_INFLIGHT,
     Connection,
 )
+from rocketlite.remoting.limits import PeerLog
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ class RemotingServer:
         self.processors: dict[int, Processor] = {}
         self.connections: set[Connection] = set()
         self.close_listeners: list[Callable[[Connection], None]] = []
+        self.peer_log = PeerLog(log)  # bad frames, rate-limited per peer host
         self._server: asyncio.Server | None = None
 
     def register(self, code: int, processor: Processor) -> None:
@@ -63,7 +65,8 @@ class RemotingServer:
 
     def _make_connection(self) -> Connection:
         conn = Connection(self._dispatch, max_frame=self.max_frame,
-                          max_inflight=self.max_inflight, on_close=self._closed)
+                          max_inflight=self.max_inflight, on_close=self._closed,
+                          peer_log=self.peer_log)
         self.connections.add(conn)
         return conn
 
@@ -94,3 +97,4 @@ class RemotingServer:
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
+        self.peer_log.flush()

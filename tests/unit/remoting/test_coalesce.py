@@ -4,32 +4,16 @@ run is cut every ``COALESCE_MAX`` pieces so the peer can start on it, and nothin
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
+from remotinghelp import connect
 from rocketlite.protocol.command import FrameDecoder, RemotingCommand
 from rocketlite.remoting import connection
 from rocketlite.remoting.connection import Connection
 
 
-class FakeTransport(asyncio.Transport):
-    def __init__(self) -> None:
-        super().__init__()
-        self.writes: list[bytes] = []
-
-    def write(self, data: Any) -> None:
-        self.writes.append(bytes(data))
-
-    def is_closing(self) -> bool:
-        return False
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return default
-
-
 async def test_long_runs_are_cut_and_order_is_kept() -> None:
     conn = Connection()
-    transport = FakeTransport()
-    conn.connection_made(transport)
+    transport = connect(conn)
     n = 3 * connection.COALESCE_MAX + 5
     for i in range(n):
         conn.send_oneway(RemotingCommand.request(10, {"i": str(i)}))
@@ -43,8 +27,7 @@ async def test_long_runs_are_cut_and_order_is_kept() -> None:
 
 async def test_a_short_run_is_one_write() -> None:
     conn = Connection()
-    transport = FakeTransport()
-    conn.connection_made(transport)
+    transport = connect(conn)
     for _ in range(connection.COALESCE_MAX - 1):
         conn.send_oneway(RemotingCommand.request(10, {}))
     assert transport.writes == []

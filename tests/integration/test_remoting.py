@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import struct
 from collections.abc import AsyncIterator
 
@@ -15,7 +16,7 @@ from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.command import RemotingCommand, decode_frame
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection
-from rocketlite.remoting.limits import BAD_FRAME_LOG_FIRST
+from rocketlite.remoting.limits import BAD_FRAME_LOG_FIRST, ConnectionLimits
 from rocketlite.remoting.server import RemotingServer
 
 pytestmark = pytest.mark.integration
@@ -217,3 +218,54 @@ async def test_a_flood_of_bad_frames_writes_a_bounded_log(
     lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(lines) == BAD_FRAME_LOG_FIRST + 1
     assert "127.0.0.1: 3020 more bad frames" in lines[-1]
+
+
+async def test_idle_connections_are_closed_and_busy_ones_kept(caplog: pytest.LogCaptureFixture) -> None:
+    # issue 17.3: idle is neither a read nor a write for max_idle_s (serverChannelMaxIdleTimeSeconds);
+    # a client that sends something more often (heartbeats every 30 s against 120 s) stays
+    caplog.set_level(logging.INFO, logger="rocketlite.remoting.server")
+    server = RemotingServer("127.0.0.1", 0, name="idle", limits=ConnectionLimits(max_idle_s=0.6))
+    server.register(ECHO, lambda conn, cmd: cmd.response(0))
+    await server.start()
+    addr = f"127.0.0.1:{server.port}"
+    busy, silent = RemotingClient(), RemotingClient()
+    try:
+        await busy.invoke(addr, RemotingCommand.request(ECHO), 5)
+        quiet = await silent.connection(addr)
+        for _ in range(12):  # 1.8 s: three idle timeouts
+            await asyncio.sleep(0.15)
+            await busy.invoke(addr, RemotingCommand.request(ECHO), 5)
+        assert not quiet.is_open and busy.cached(addr) is not None
+        assert len(server.connections) == 1
+        assert any("closed 1 connection(s) idle" in r.getMessage() for r in caplog.records)
+        # the client reconnects on its next request
+        assert (await silent.invoke(addr, RemotingCommand.request(ECHO), 5)).code == 0
+    finally:
+        await busy.close()
+        await silent.close()
+        await server.close()
+
+
+async def test_a_connection_stuck_above_the_high_mark_is_aborted() -> None:
+    limits = ConnectionLimits(max_idle_s=0.5, write_high=64 * 1024, write_low=0)
+    server = RemotingServer("127.0.0.1", 0, name="stuck", limits=limits)
+    server.register(ECHO, lambda conn, cmd: cmd.response(0, body=b"z" * 100_000))
+    await server.start()
+    host, port = "127.0.0.1", server.port
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    loop = asyncio.get_running_loop()
+    try:
+        await loop.sock_connect(sock, (host, port))
+        req = RemotingCommand.request(ECHO)
+        req.opaque = 1
+        await loop.sock_sendall(sock, req.encode() * 200)  # 20 MB of replies, never read
+        for _ in range(40):
+            await asyncio.sleep(0.1)
+            if not server.connections:
+                break
+        assert not server.connections  # aborted: its buffered replies are dropped
+    finally:
+        sock.close()
+        await server.close()

@@ -85,8 +85,7 @@ class Broker:
         self.store_config = store_config
         self.store = MessageStore(store_config)
         self.server = RemotingServer(
-            "0.0.0.0", store_config.listen_port, name="broker",
-            max_frame=config.frame_max_length,
+            "0.0.0.0", store_config.listen_port, name="broker", limits=config.remoting_limits(),
         )
         cfg_dir = store_config.config_dir
         self.topics = TopicConfigManager(config, cfg_dir / "topics.json")

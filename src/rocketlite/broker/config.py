@@ -23,6 +23,10 @@ channelExpiredTimeout             channel_expired_timeout             120000    
 rebalanceLockMaxLiveTime          rebalance_lock_max_live_time        60000               ms
 flushConsumerOffsetInterval       flush_consumer_offset_interval      5000                ms
 frameMaxLength                    frame_max_length                    16777216            bytes
+serverChannelMaxIdleTimeSeconds   server_channel_max_idle_time_seconds 120                s
+writeBufferHighWaterMark          write_buffer_high_water_mark        4194304 (4 MiB)     bytes
+writeBufferLowWaterMark           write_buffer_low_water_mark         1048576 (1 MiB)     bytes
+maxBufferedFrameBytes             max_buffered_frame_bytes            268435456 (256 MiB) bytes
 maxHeldPulls                      max_held_pulls                      100000              pulls
 timerWheelEnable                  timer_wheel_enable                  true
 timerMaxDelaySec                  timer_max_delay_sec                 259200 (3 days)     s
@@ -35,6 +39,16 @@ transactionCheckInterval          transaction_check_interval          30000     
 transactionCheckMax               transaction_check_max               15                  checks
 rejectTransactionMessage          reject_transaction_message          false
 ================================  ==================================  ==================  =====
+
+The Remoting keys bound what one client can cost the broker (``remoting/limits.py``):
+``serverChannelMaxIdleTimeSeconds`` (NettyServerConfig's; 0: never) closes a connection with
+neither a read nor a write for that long, and one whose replies have waited unread above the
+high mark for that long. ``writeBufferHighWaterMark``/``writeBufferLowWaterMark`` (NettyServerConfig's,
+Netty's ``WriteBufferWaterMark``) are each connection's write-buffer marks: above the high mark the
+broker stops reading from that client until it has read its replies down to the low mark.
+``maxBufferedFrameBytes`` (not a RocketMQ key) bounds the bytes of incomplete frames of all
+connections together; past it the connections holding the largest are closed. The NameServer of
+``rocketlite start`` uses the same values.
 
 The listening address is the store's (``brokerIP1``, ``listenPort``): it is also written into
 every message id. ``rebalanceLockMaxLiveTime`` is Java's ``rocketmq.broker.rebalance.
@@ -55,6 +69,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from rocketlite.common.errors import ConfigError
+from rocketlite.remoting.limits import ConnectionLimits
 from rocketlite.store.config import kwargs_from_properties, read_properties_file, to_properties
 
 PERM_PRIORITY = 0x8
@@ -95,6 +110,14 @@ class BrokerConfig:
                                                 metadata=_key("flushConsumerOffsetInterval"))
     frame_max_length: int = field(default=16 * 1024 * 1024, metadata=_key("frameMaxLength"))
     max_held_pulls: int = field(default=100_000, metadata=_key("maxHeldPulls"))
+    server_channel_max_idle_time_seconds: int = field(
+        default=120, metadata=_key("serverChannelMaxIdleTimeSeconds"))
+    write_buffer_high_water_mark: int = field(default=4 * 1024 * 1024,
+                                              metadata=_key("writeBufferHighWaterMark"))
+    write_buffer_low_water_mark: int = field(default=1024 * 1024,
+                                             metadata=_key("writeBufferLowWaterMark"))
+    max_buffered_frame_bytes: int = field(default=256 * 1024 * 1024,
+                                          metadata=_key("maxBufferedFrameBytes"))
     timer_wheel_enable: bool = field(default=True, metadata=_key("timerWheelEnable"))
     timer_max_delay_sec: int = field(default=3 * 86_400, metadata=_key("timerMaxDelaySec"))
     timer_precision_ms: int = field(default=1000, metadata=_key("timerPrecisionMs"))
@@ -119,6 +142,12 @@ class BrokerConfig:
                 raise ConfigError(f"{f.metadata['key']}={value}: must be positive")
         if self.broker_id < 0:
             raise ConfigError(f"brokerId={self.broker_id}: must be 0 (master) or more (slave)")
+        for name in ("server_channel_max_idle_time_seconds", "write_buffer_low_water_mark"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{_KEYS[name]}={getattr(self, name)}: must not be negative")
+        if self.write_buffer_low_water_mark > self.write_buffer_high_water_mark:
+            raise ConfigError(f"writeBufferLowWaterMark={self.write_buffer_low_water_mark}: above "
+                              f"writeBufferHighWaterMark={self.write_buffer_high_water_mark}")
         if not 0 <= self.broker_permission <= 0xF:
             raise ConfigError(f"brokerPermission={self.broker_permission}: must be within 0..15")
         for name in ("broker_cluster_name", "broker_name"):
@@ -132,6 +161,16 @@ class BrokerConfig:
     @property
     def is_master(self) -> bool:
         return self.broker_id == 0
+
+    def remoting_limits(self) -> ConnectionLimits:
+        """The limits of the broker's (and ``rocketlite start``'s NameServer's) connections."""
+        return ConnectionLimits(
+            max_frame=self.frame_max_length,
+            write_high=self.write_buffer_high_water_mark,
+            write_low=self.write_buffer_low_water_mark,
+            max_idle_s=float(self.server_channel_max_idle_time_seconds),
+            buffered_frames_max=self.max_buffered_frame_bytes,
+        )
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
@@ -151,5 +190,6 @@ class BrokerConfig:
 _TYPES: dict[str, type] = {
     name: typ for name, typ in typing.get_type_hints(BrokerConfig).items() if isinstance(typ, type)
 }
-_MAY_BE_ZERO = frozenset({"broker_id", "broker_permission"})
+_MAY_BE_ZERO = frozenset({"broker_id", "broker_permission", "server_channel_max_idle_time_seconds",
+                          "write_buffer_low_water_mark"})
 _KEYS: dict[str, str] = {f.name: f.metadata["key"] for f in fields(BrokerConfig)}

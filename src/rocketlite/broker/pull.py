@@ -195,8 +195,13 @@ class PullProcessor:
             remaining = deadline - loop.time()
             if reply.code == _RC.PULL_RETRY_IMMEDIATELY and remaining > REHOLD_MIN_S:
                 offset = int(reply.ext_fields["nextBeginOffset"])
-                if hold.hold(key, offset, remaining, run, current_end):
+                if hold.hold(key, offset, remaining, wake, current_end):
                     return
             conn.send(reply)
 
-        return hold.hold(key, offset, timeout_s, run, current_end)
+        def wake() -> None:
+            # released by an arrival or the timeout: read and answer once the client has read
+            # its earlier replies (a client that reads none gets no more of them)
+            conn.when_writable(run)
+
+        return hold.hold(key, offset, timeout_s, wake, current_end)

@@ -104,7 +104,8 @@ def start(
     except ConfigError as e:
         raise typer.BadParameter(str(e)) from e
     namesrv = NameServer("0.0.0.0", namesrv_port,
-                         kv_config_path=scfg.store_path_root_dir / "namesrv" / "kvConfig.json")
+                         kv_config_path=scfg.store_path_root_dir / "namesrv" / "kvConfig.json",
+                         limits=bcfg.remoting_limits())
     broker = Broker(bcfg, scfg)
 
     async def up() -> None:

@@ -22,7 +22,8 @@ from rocketlite.protocol import headers as h
 from rocketlite.protocol.bodies import KVTable, RegisterBrokerBody, TopicConfigSerializeWrapper
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
-from rocketlite.remoting.connection import Connection
+from rocketlite.remoting.connection import SERVER_LIMITS, Connection
+from rocketlite.remoting.limits import ConnectionLimits
 from rocketlite.remoting.server import RemotingServer
 from rocketlite.store.store_files import atomic_write_json, read_json
 
@@ -46,9 +47,10 @@ class NameServer:
         kv_config_path: Path | None = None,
         scan_interval_s: float = SCAN_INTERVAL_S,
         auto_create_route: bool = True,
+        limits: ConnectionLimits = SERVER_LIMITS,
     ) -> None:
         self.routes = RouteInfo(auto_create_route)
-        self.server = RemotingServer(host, port, name="namesrv")
+        self.server = RemotingServer(host, port, name="namesrv", limits=limits)
         self.kv_config_path = kv_config_path
         self.kv: dict[str, dict[str, str]] = {}
         self.scan_interval_s = scan_interval_s

@@ -522,6 +522,10 @@ class FrameDecoder:
         """Bytes held back waiting for the rest of their frame."""
         return len(self._buf)
 
+    def discard(self) -> None:
+        """Forget the partial frame (the stream is being closed): its memory goes at once."""
+        self._buf = bytearray()
+
     def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand | ProtocolError]:
         if self._error is not None:
             raise ProtocolError(f"the stream broke earlier: {self._error}")

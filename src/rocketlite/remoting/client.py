@@ -9,7 +9,8 @@ import logging
 
 from rocketlite.common.errors import RemotingError
 from rocketlite.protocol.command import RemotingCommand
-from rocketlite.remoting.connection import DEFAULT_MAX_FRAME, Connection, RequestHandler
+from rocketlite.remoting.connection import Connection, RequestHandler
+from rocketlite.remoting.limits import DEFAULT_MAX_FRAME, ConnectionLimits
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,9 @@ class RemotingClient:
         self.handler = handler
         self.connect_timeout = connect_timeout
         self.max_frame = max_frame
+        # The client keeps reading whatever it writes (the replies it reads are what unblock a
+        # broker that stopped reading it); it never closes a connection for being idle.
+        self.limits = ConnectionLimits.for_client(max_frame)
         self._conns: dict[str, Connection] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._closed = False
@@ -57,7 +61,7 @@ class RemotingClient:
             try:
                 async with asyncio.timeout(self.connect_timeout):
                     _, new = await loop.create_connection(
-                        lambda: Connection(self.handler, max_frame=self.max_frame), host, port
+                        lambda: Connection(self.handler, limits=self.limits), host, port
                     )
             except TimeoutError as e:
                 raise RemotingError(f"cannot connect to {addr} within {self.connect_timeout} s") from e

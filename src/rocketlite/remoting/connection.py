@@ -8,11 +8,24 @@ bytes to the sans-IO ``FrameDecoder`` and routes each command:
 * a request goes to the connection's ``RequestHandler`` (the server's processor table, or a
   client's handler for broker-initiated requests such as NOTIFY_CONSUMER_IDS_CHANGED).
 
-Limits: at most ``max_inflight`` requests from the peer are processed at once (beyond that the
-connection stops reading until some finish), at most ``max_pending`` of our own requests wait
-for responses, and every request has a timeout. A frame that breaks the stream (bad length,
-oversized) closes the connection; a malformed header inside a well-delimited frame is answered
-with SYSTEM_ERROR when its opaque can be read.
+Limits (``ConnectionLimits``): at most ``max_inflight`` requests from the peer are answered by
+coroutines at once (beyond that the connection stops reading until half finish), at most
+``max_pending`` of our own requests wait for responses, and every request has a timeout.
+
+Backpressure (the server side, ``read_backpressure``): replies, whether a handler returns them at
+once, from a coroutine, or later through ``send`` (held pulls), go to the transport's write
+buffer, whose water marks are ``write_high``/``write_low``. When the peer leaves them unread past
+the high mark the transport calls ``pause_writing``: the connection stops reading and holds back
+the requests it has already read, in order, without running them; work that would write to it
+later can wait in the same queue (``when_writable``). Once the peer has read the buffer down to
+the low mark (``resume_writing``) the held-back requests run and reading resumes. So a peer that
+does not read costs at most the high mark, one coalesced run of replies (``COALESCE_MAX``), the
+requests of one read and the replies of coroutines already running. ``blocked_since`` and
+``last_io`` let the server close a connection stuck above the mark, or idle, for too long.
+
+A frame that breaks the stream (bad length, oversized) closes the connection; a malformed header
+inside a well-delimited frame is answered with SYSTEM_ERROR when its opaque can be read. A server's
+connections share a ``FrameBudget`` for the partial frames they buffer.
 """
 
 from __future__ import annotations
@@ -22,20 +35,20 @@ import collections
 import itertools
 import logging
 import socket
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol, cast
 
 from rocketlite.common.errors import FormatError, ProtocolError, RemotingError, RemotingTimeoutError
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.command import FrameDecoder, RemotingCommand
-from rocketlite.remoting.limits import PeerLog
+from rocketlite.remoting.limits import ConnectionLimits, FrameBudget, PeerLog
 
 log = logging.getLogger(__name__)
 BAD_FRAMES = PeerLog(log)
 """Warnings about bad frames for connections that were given no ``PeerLog`` of their own."""
+SERVER_LIMITS = ConnectionLimits()
 
-DEFAULT_MAX_FRAME = 16 * 1024 * 1024
-DEFAULT_MAX_INFLIGHT = 1024
 DEFAULT_MAX_PENDING = 65536
 TIMEOUT_SWEEP = 0.02
 # Frames coalesced into one write at most: past this many the write goes out at once, so the
@@ -44,6 +57,9 @@ TIMEOUT_SWEEP = 0.02
 # 32, 19k at 8; bench/broker_bench.py --scenario send: 26k -> 33k).
 COALESCE_MAX = 16
 """Seconds between checks for requests past their deadline (Java scans every second)."""
+
+
+_now = time.monotonic
 
 
 def _packed_ip(ip: str) -> bytes:
@@ -65,6 +81,10 @@ class RequestHandler(Protocol):
         oneway request, or one the handler answers later with ``conn.send``)."""
 
 
+# A command read from the peer and not yet run, or work waiting for the write buffer to drain.
+Held = RemotingCommand | ProtocolError | Callable[[], None]
+
+
 class Connection(asyncio.Protocol):
     _opaques = itertools.count(1)
 
@@ -72,17 +92,20 @@ class Connection(asyncio.Protocol):
         self,
         handler: RequestHandler | None = None,
         *,
-        max_frame: int = DEFAULT_MAX_FRAME,
-        max_inflight: int = DEFAULT_MAX_INFLIGHT,
+        limits: ConnectionLimits = SERVER_LIMITS,
         max_pending: int = DEFAULT_MAX_PENDING,
         on_close: Callable[[Connection], None] | None = None,
         peer_log: PeerLog = BAD_FRAMES,
+        frame_budget: FrameBudget | None = None,
     ) -> None:
         self.handler = handler
+        self.limits = limits
         self.peer_log = peer_log
-        self.decoder = FrameDecoder(max_frame)
-        self.max_inflight = max_inflight
+        self.decoder = FrameDecoder(limits.max_frame)
+        self.max_inflight = limits.max_inflight
         self.max_pending = max_pending
+        self.frame_budget = frame_budget
+        self._held_bytes = 0  # this connection's partial frame, as the budget knows it
         self.on_close = on_close
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
@@ -91,7 +114,14 @@ class Connection(asyncio.Protocol):
         self.peer_port = 0
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._inflight = 0
+        self._inflight_full = False
         self._reading_paused = False
+        self._backpressure = limits.read_backpressure
+        self._holding = False  # replies wait above the high mark: run no more requests
+        self._held: collections.deque[Held] = collections.deque()
+        self._held_scheduled = False
+        self.blocked_since = 0.0  # monotonic time the write buffer passed the high mark; 0: below
+        self.last_io = 0.0  # monotonic time of the last read or write
         self._can_write: asyncio.Event | None = None
         self._closed_fut: asyncio.Future[None] | None = None
         self._out: list[bytes] = []  # frames waiting to be written together
@@ -116,34 +146,97 @@ class Connection(asyncio.Protocol):
             self.peer_ip = str(peer[0])
             self.peer_port = int(peer[1])
             self.peer_host = _packed_ip(str(peer[0]))
+        self.transport.set_write_buffer_limits(self.limits.write_high, self.limits.write_low)
         loop = asyncio.get_running_loop()
         self._closed_fut = loop.create_future()
         self._can_write = asyncio.Event()
         self._can_write.set()
+        self.last_io = _now()
 
     def data_received(self, data: bytes) -> None:
+        self.last_io = _now()
+        decoder = self.decoder
         try:
-            items = self.decoder.feed(data)
+            items = decoder.feed(data)
         except Exception as e:  # noqa: BLE001 - ProtocolError: the stream broke; else a codec bug
             what = "" if isinstance(e, ProtocolError) else f"{type(e).__name__}: "
             self.peer_log.warning(self.peer_ip, "closing connection from %s: %s%s", self.peer, what, e)
             self.close()
             return
+        budget = self.frame_budget
+        if budget is not None and decoder.buffered != self._held_bytes:
+            old = self._held_bytes
+            self._held_bytes = decoder.buffered
+            budget.update(self, old, self._held_bytes)  # may shed this very connection
+            if not self.is_open:
+                return
+        if not items:
+            return
+        if self._held:  # requests read earlier wait for the peer to read: keep the order
+            self._held.extend(items)
+            return
+        self._run(items)
+
+    def _run(self, items: Iterable[Held]) -> None:
+        """Run what the peer sent, in order; once replies wait above the high mark, hold back
+        the rest (``_holding``) until the peer reads them (``resume_writing``)."""
         self._in_read = True
         try:
-            for item in items:
-                if isinstance(item, ProtocolError):
+            it = iter(items)
+            for item in it:
+                if self._holding:
+                    self._held.append(item)
+                    self._held.extend(it)
+                    break
+                if item.__class__ is RemotingCommand:
+                    if item.flag & 1:  # a response
+                        fut = self._pending.pop(item.opaque, None)
+                        if fut is not None and not fut.done():
+                            fut.set_result(item)
+                    else:
+                        self._handle_request(item)
+                elif isinstance(item, ProtocolError):
                     self._bad_request(item)
-                elif item.is_response:
-                    fut = self._pending.pop(item.opaque, None)
-                    if fut is not None and not fut.done():
-                        fut.set_result(item)
                 else:
-                    self._handle_request(item)
+                    item()  # type: ignore[operator]  # work that waited for the buffer to drain
         finally:
             self._in_read = False
         if self._out:
             self._flush_out()
+
+    def when_writable(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` now, or, while this connection's replies wait above the high mark, after
+        the requests held back before it (for work that writes a reply, such as a held pull)."""
+        if self._holding or self._held:
+            self._held.append(fn)
+        else:
+            fn()
+
+    def _run_held(self) -> None:
+        self._held_scheduled = False
+        if self._holding:
+            return
+        items, self._held = self._held, collections.deque()
+        if self.is_open:
+            self._run(items)
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        """Read while nothing holds it back: coroutines in flight, replies above the high mark,
+        requests read earlier and not yet run."""
+        paused = self._inflight_full or self._holding or bool(self._held)
+        transport = self.transport
+        if paused is not self._reading_paused and transport is not None and not transport.is_closing():
+            self._reading_paused = paused
+            if paused:
+                transport.pause_reading()
+            else:
+                transport.resume_reading()
+
+    def shed(self) -> None:
+        """Close now, dropping what is buffered either way (the frame budget's last resort)."""
+        self._held_bytes = 0
+        self.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._sweeper is not None:
@@ -159,16 +252,40 @@ class Connection(asyncio.Protocol):
             self._can_write.set()
         if self._closed_fut is not None and not self._closed_fut.done():
             self._closed_fut.set_result(None)
+        self._release()
         if self.on_close is not None:
             self.on_close(self)
 
+    def _release(self) -> None:
+        """Drop what this connection buffers; held pulls may keep the object alive a while."""
+        self._held.clear()
+        self._out = []
+        self.decoder.discard()
+        if self._held_bytes and self.frame_budget is not None:
+            self.frame_budget.update(self, self._held_bytes, 0)
+        self._held_bytes = 0
+
     def pause_writing(self) -> None:
+        """The transport's buffer passed the high mark: the peer is not reading its replies."""
+        self.blocked_since = _now()
         if self._can_write is not None:
             self._can_write.clear()
+        if self._backpressure:
+            self._holding = True
+            self._update_reading()
 
     def resume_writing(self) -> None:
+        """The peer read the buffer down to the low mark: run what was held back, read again."""
+        self.blocked_since = 0.0
         if self._can_write is not None:
             self._can_write.set()
+        if self._holding:
+            self._holding = False
+            if not self._held:
+                self._update_reading()
+            elif not self._held_scheduled:  # not from inside the transport's write callback
+                self._held_scheduled = True
+                asyncio.get_running_loop().call_soon(self._run_held)
 
     # -- requests from the peer ---------------------------------------------------------------
 
@@ -199,19 +316,17 @@ class Connection(asyncio.Protocol):
                 self.send(result)
             return
         self._inflight += 1
-        if self._inflight >= self.max_inflight and not self._reading_paused:
-            self._reading_paused = True
-            if self.transport is not None:
-                self.transport.pause_reading()
+        if self._inflight >= self.max_inflight and not self._inflight_full:
+            self._inflight_full = True
+            self._update_reading()
         task = asyncio.ensure_future(result)
         task.add_done_callback(lambda t: self._request_done(cmd, t))
 
     def _request_done(self, cmd: RemotingCommand, task: asyncio.Future[RemotingCommand | None]) -> None:
         self._inflight -= 1
-        if self._reading_paused and self._inflight < self.max_inflight // 2:
-            self._reading_paused = False
-            if self.transport is not None and not self.transport.is_closing():
-                self.transport.resume_reading()
+        if self._inflight_full and self._inflight < self.max_inflight // 2:
+            self._inflight_full = False
+            self._update_reading()
         if task.cancelled():
             return
         exc = task.exception()
@@ -283,6 +398,7 @@ class Connection(asyncio.Protocol):
             return
         # One joined buffer: uvloop's writelines costs several times more per piece.
         self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+        self.last_io = _now()
 
     async def drain(self) -> None:
         """Wait while the transport's write buffer is above its high-water mark."""
@@ -348,6 +464,12 @@ class Connection(asyncio.Protocol):
         if self.transport is not None and not self.transport.is_closing():
             self._flush_out()  # replies already sent go out before the close
             self.transport.close()
+
+    def abort(self) -> None:
+        """Close at once, dropping unwritten replies (a peer that does not read them)."""
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.abort()
+        self._release()
 
     async def wait_closed(self) -> None:
         if self._closed_fut is not None:

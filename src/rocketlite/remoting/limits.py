@@ -1,4 +1,6 @@
-"""What the Remoting transport allows a peer: rate-limited warnings about it (``PeerLog``).
+"""What the Remoting transport allows a peer: how much of its replies may wait unread, how long
+it may stay idle and how much of its incomplete frames may be buffered (``ConnectionLimits``,
+``FrameBudget``), and how many warnings about it are written (``PeerLog``).
 
 A peer that sends nothing but bad frames must not fill the log: each bad frame used to write a
 WARNING, 26,000 lines for one probe. ``PeerLog`` writes the first few warnings per peer host and
@@ -12,6 +14,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
+from typing import Protocol
 
 BAD_FRAME_LOG_FIRST = 10
 """Warnings about one peer host written in full per window; the rest are counted."""
@@ -92,3 +95,92 @@ class PeerLog:
         if pending:
             delay = max(0.0, min(pending) + self.window - now)
             self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
+
+
+# -- connection limits ------------------------------------------------------------------------
+
+DEFAULT_MAX_FRAME = 16 * 1024 * 1024
+DEFAULT_MAX_INFLIGHT = 1024
+DEFAULT_WRITE_HIGH = 4 * 1024 * 1024
+DEFAULT_WRITE_LOW = 1024 * 1024
+DEFAULT_MAX_IDLE_S = 120.0
+DEFAULT_BUFFERED_FRAMES_MAX = 256 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """What one connection may hold, and for how long.
+
+    * ``max_frame``: the largest frame, length field included (``frameMaxLength``).
+    * ``max_inflight``: requests from the peer answered by coroutines at once; reading stops at
+      this many and resumes below half.
+    * ``write_high``/``write_low``: the transport's write-buffer water marks
+      (``writeBufferHighWaterMark``/``writeBufferLowWaterMark``). With ``read_backpressure`` (the
+      server side) a connection whose unwritten replies pass the high mark stops reading and
+      holds back the requests it has read but not yet run, until the peer has read its way down
+      to the low mark. A client does not: it must keep reading the replies that unblock the peer.
+    * ``max_idle_s``: a server closes a connection with neither a read nor a write for this long,
+      or held above the high mark for this long (``serverChannelMaxIdleTimeSeconds``; 0: never).
+    * ``buffered_frames_max``: bytes of incomplete frames all of a server's connections may hold
+      together (``maxBufferedFrameBytes``; 0: no bound but ``max_frame`` each); past it the
+      connections holding the largest are closed.
+    """
+
+    max_frame: int = DEFAULT_MAX_FRAME
+    max_inflight: int = DEFAULT_MAX_INFLIGHT
+    write_high: int = DEFAULT_WRITE_HIGH
+    write_low: int = DEFAULT_WRITE_LOW
+    read_backpressure: bool = True
+    max_idle_s: float = DEFAULT_MAX_IDLE_S
+    buffered_frames_max: int = DEFAULT_BUFFERED_FRAMES_MAX
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.write_low <= self.write_high:
+            raise ValueError(f"write-buffer marks must be 0 <= low ({self.write_low}) <= high "
+                             f"({self.write_high})")
+        if self.max_inflight < 1 or self.max_idle_s < 0 or self.buffered_frames_max < 0:
+            raise ValueError(f"bad connection limits: {self}")
+
+    @classmethod
+    def for_client(cls, max_frame: int = DEFAULT_MAX_FRAME) -> ConnectionLimits:
+        """A client's: no read backpressure, no idle timeout, no shared frame budget."""
+        return cls(max_frame=max_frame, read_backpressure=False, max_idle_s=0.0,
+                   buffered_frames_max=0)
+
+
+class FrameHolder(Protocol):
+    peer: str
+    peer_ip: str
+
+    def shed(self) -> None:
+        """Drop the partial frame and close the connection now."""
+
+
+class FrameBudget:
+    """The bytes of incomplete frames that a server's connections buffer, together, bounded by
+    ``limit``: when a read takes the total past it, the connections holding the largest partial
+    frames are closed until it fits again. After every read the total is at most ``limit``."""
+
+    def __init__(self, limit: int, peer_log: PeerLog) -> None:
+        self.limit = limit
+        self.peer_log = peer_log
+        self.total = 0
+        self.holders: dict[FrameHolder, int] = {}
+
+    def update(self, holder: FrameHolder, old: int, new: int) -> None:
+        """``holder`` now buffers ``new`` bytes of a partial frame instead of ``old``."""
+        self.total += new - old
+        holders = self.holders
+        if new:
+            holders[holder] = new
+        else:
+            holders.pop(holder, None)
+        while self.total > self.limit and holders:
+            victim = max(holders, key=holders.__getitem__)
+            held = holders.pop(victim)
+            self.peer_log.warning(
+                victim.peer_ip, "closing connection from %s: its partial frame of %d bytes is the "
+                "largest while partial frames take %d bytes, above maxBufferedFrameBytes (%d)",
+                victim.peer, held, self.total, self.limit)
+            self.total -= held
+            victim.shed()

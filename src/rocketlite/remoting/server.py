@@ -4,22 +4,26 @@ code (RocketMQ's ``NettyRemotingServer`` with its processor table).
 A processor is any callable ``(connection, request) -> response | awaitable | None``; synchronous
 ones answer inline (the cheap path for hot requests), coroutines run as tasks, bounded per
 connection. Unknown codes get REQUEST_CODE_NOT_SUPPORTED with a remark naming the code.
+
+Every connection gets the server's ``ConnectionLimits`` (write-buffer water marks with read
+backpressure, in-flight bound, frame size), one ``FrameBudget`` for the partial frames of all of
+them, and one ``PeerLog`` for warnings about bad peers. With ``max_idle_s`` a sweep (every tenth of
+it, at most 5 s apart) closes connections with neither a read nor a write for that long (as
+RocketMQ's IdleStateHandler with ``serverChannelMaxIdleTimeSeconds``), and aborts those whose
+replies have waited above the write-buffer high mark for that long.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.command import RemotingCommand
-from rocketlite.remoting.connection import (
-    DEFAULT_MAX_FRAME,
-    DEFAULT_MAX_INFLIGHT,
-    Connection,
-)
-from rocketlite.remoting.limits import PeerLog
+from rocketlite.remoting.connection import SERVER_LIMITS, Connection
+from rocketlite.remoting.limits import ConnectionLimits, FrameBudget, PeerLog
 
 log = logging.getLogger(__name__)
 
@@ -35,19 +39,20 @@ class RemotingServer:
         port: int = 0,
         *,
         name: str = "remoting",
-        max_frame: int = DEFAULT_MAX_FRAME,
-        max_inflight: int = DEFAULT_MAX_INFLIGHT,
+        limits: ConnectionLimits = SERVER_LIMITS,
     ) -> None:
         self.host = host
         self.port = port
         self.name = name
-        self.max_frame = max_frame
-        self.max_inflight = max_inflight
+        self.limits = limits
         self.processors: dict[int, Processor] = {}
         self.connections: set[Connection] = set()
         self.close_listeners: list[Callable[[Connection], None]] = []
         self.peer_log = PeerLog(log)  # bad frames, rate-limited per peer host
+        self.frame_budget = (FrameBudget(limits.buffered_frames_max, self.peer_log)
+                             if limits.buffered_frames_max else None)
         self._server: asyncio.Server | None = None
+        self._sweeper: asyncio.TimerHandle | None = None
 
     def register(self, code: int, processor: Processor) -> None:
         self.processors[int(code)] = processor
@@ -64,9 +69,8 @@ class RemotingServer:
         return processor(conn, cmd)
 
     def _make_connection(self) -> Connection:
-        conn = Connection(self._dispatch, max_frame=self.max_frame,
-                          max_inflight=self.max_inflight, on_close=self._closed,
-                          peer_log=self.peer_log)
+        conn = Connection(self._dispatch, limits=self.limits, on_close=self._closed,
+                          peer_log=self.peer_log, frame_budget=self.frame_budget)
         self.connections.add(conn)
         return conn
 
@@ -86,8 +90,40 @@ class RemotingServer:
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
         log.info("%s listening on %s:%d", self.name, self.host, self.port)
+        if self.limits.max_idle_s:
+            self._sweeper = loop.call_later(self._sweep_interval, self._sweep)
+
+    @property
+    def _sweep_interval(self) -> float:
+        return min(5.0, max(0.05, self.limits.max_idle_s / 10))
+
+    def _sweep(self) -> None:
+        """Close the connections idle, or stuck above the write-buffer high mark, too long."""
+        max_idle = self.limits.max_idle_s
+        now = time.monotonic()
+        idle: list[Connection] = []
+        for conn in list(self.connections):
+            if not conn.is_open:  # closing already
+                continue
+            since = conn.blocked_since
+            if since and now - since >= max_idle:
+                self.peer_log.warning(
+                    conn.peer_ip, "%s: closing connection from %s: its replies have waited unread "
+                    "above the write-buffer high mark (%d bytes) for %.0f s", self.name, conn.peer,
+                    self.limits.write_high, now - since)
+                conn.abort()
+            elif now - conn.last_io >= max_idle:
+                idle.append(conn)
+                conn.close()
+        if idle:
+            log.info("%s: closed %d connection(s) idle for %.0f s: %s%s", self.name, len(idle),
+                     max_idle, idle[0].peer, ", ..." if len(idle) > 1 else "")
+        self._sweeper = asyncio.get_running_loop().call_later(self._sweep_interval, self._sweep)
 
     async def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):

@@ -20,6 +20,9 @@ KEYS = {
     "maxTransferBytesOnMessageInMemory", "registerNameServerPeriod", "registerBrokerTimeoutMills",
     "channelExpiredTimeout", "rebalanceLockMaxLiveTime", "flushConsumerOffsetInterval",
     "frameMaxLength", "maxHeldPulls",
+    # what one connection may cost (NettyServerConfig keys; maxBufferedFrameBytes is rocketlite's)
+    "serverChannelMaxIdleTimeSeconds", "writeBufferHighWaterMark", "writeBufferLowWaterMark",
+    "maxBufferedFrameBytes",
     # the timer wheel (5.x MessageStoreConfig keys)
     "timerWheelEnable", "timerMaxDelaySec", "timerPrecisionMs", "timerRollWindowSlot",
     "timerFlushIntervalMs", "mappedFileSizeTimerLog",
@@ -75,6 +78,11 @@ def test_namesrv_addr_splits_on_semicolons() -> None:
     ({"maxHeldPulls": "x"}, "maxHeldPulls"),
     ({"longPollingEnable": "yes"}, "longPollingEnable"),
     ({"frameMaxLength": "1.5"}, "frameMaxLength"),
+    ({"serverChannelMaxIdleTimeSeconds": "-1"}, "serverChannelMaxIdleTimeSeconds"),
+    ({"writeBufferLowWaterMark": "-1"}, "writeBufferLowWaterMark"),
+    ({"writeBufferHighWaterMark": "0"}, "writeBufferHighWaterMark"),
+    ({"writeBufferLowWaterMark": "2048", "writeBufferHighWaterMark": "1024"}, "writeBufferLowWaterMark"),
+    ({"maxBufferedFrameBytes": "0"}, "maxBufferedFrameBytes"),
 ])
 def test_bad_values_name_their_key(props: dict[str, str], named: str) -> None:
     with pytest.raises(ConfigError, match=named):
@@ -138,3 +146,15 @@ def test_properties_round_trip(name: str, cluster: str, broker_id: int, perm: in
                      auto_create_subscription_group=flags[1], long_polling_enable=flags[2],
                      default_topic_queue_nums=queues, register_name_server_period=period)
     assert BrokerConfig.from_properties(c.to_properties()) == c
+
+
+def test_remoting_limits_come_from_the_netty_keys() -> None:
+    limits = BrokerConfig.from_properties({
+        "serverChannelMaxIdleTimeSeconds": "0", "writeBufferHighWaterMark": "65536",
+        "writeBufferLowWaterMark": "32768", "maxBufferedFrameBytes": "1000000",
+        "frameMaxLength": "4194304"}).remoting_limits()
+    assert (limits.max_idle_s, limits.write_high, limits.write_low) == (0.0, 65536, 32768)
+    assert (limits.buffered_frames_max, limits.max_frame) == (1_000_000, 4 * 1024 * 1024)
+    assert limits.read_backpressure
+    default = BrokerConfig().remoting_limits()
+    assert (default.max_idle_s, default.write_high, default.write_low) == (120.0, 4 << 20, 1 << 20)

@@ -19,6 +19,7 @@ import typer
 
 from rocketlite.broker.broker import Broker
 from rocketlite.broker.config import BrokerConfig
+from rocketlite.common import native
 from rocketlite.common.errors import ConfigError
 from rocketlite.namesrv.server import NameServer
 from rocketlite.store.config import StoreConfig, read_properties_file
@@ -51,6 +52,7 @@ def run_until_signalled(start: Callable[[], Awaitable[None]], stop: Callable[[],
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, done.set)
         await start()
+        log.info("hot paths: %s", native.describe())
         print(f"rocketlite ready: {ready()}", flush=True)
         try:
             await done.wait()

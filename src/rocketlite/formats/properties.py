@@ -10,7 +10,9 @@ properties, and zeros there are how recovery recognises a write a crash cut shor
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+
+from rocketlite.common import native
 
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
@@ -37,7 +39,7 @@ def encode_properties(props: Mapping[str, str]) -> str:
     return "".join(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in props.items())
 
 
-def decode_properties(text: str) -> dict[str, str]:
+def _decode_properties_py(text: str) -> dict[str, str]:
     """Decode a property string; malformed segments are skipped, never raised on."""
     out: dict[str, str] = {}
     if not text:
@@ -52,7 +54,7 @@ def decode_properties(text: str) -> dict[str, str]:
     return out
 
 
-def find_property(props: bytes, name: bytes) -> str | None:
+def _find_property_py(props: bytes, name: bytes) -> str | None:
     """The value of one property in an encoded property string, without decoding the rest.
 
     ``name`` must be given with its trailing ``\\x01`` (e.g. ``b"TAGS\\x01"``); a match counts only
@@ -67,6 +69,15 @@ def find_property(props: bytes, name: bytes) -> str | None:
     end = props.find(b"\x02", start)
     value = props[start:end] if end >= 0 else props[start:]
     return value.decode("utf-8", "replace") if value else None
+
+
+# The compiled twins (``_properties_c.pyx``), unless ROCKETLITE_PURE or not built.
+decode_properties: Callable[[str], dict[str, str]] = _decode_properties_py
+find_property: Callable[[bytes, bytes], str | None] = _find_property_py
+_c = native.load("rocketlite.formats._properties_c")
+if _c is not None:
+    decode_properties = _c.decode_properties
+    find_property = _c.find_property
 
 
 def nul_error(props: bytes) -> str | None:

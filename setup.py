@@ -35,11 +35,13 @@ def extensions() -> list[Extension]:
     exts = [Extension(".".join(p.relative_to(SRC).with_suffix("").parts),
                       [os.path.relpath(p, ROOT)], extra_compile_args=["-O2"])
             for p in sorted(SRC.glob("rocketlite/**/_*_c.pyx"))]
-    try:
-        return list(cythonize(exts, quiet=True, compiler_directives={"language_level": "3"}))
-    except Exception as e:  # noqa: BLE001 - a failed translation must not fail the install
-        _warn("Cython could not translate the compiled core", e)
-        return []
+    out: list[Extension] = []
+    for ext in exts:  # one at a time: a module that fails leaves the others compiled
+        try:
+            out += cythonize([ext], quiet=True, compiler_directives={"language_level": "3"})
+        except Exception as e:  # noqa: BLE001 - a failed translation must not fail the install
+            _warn(f"Cython could not translate {ext.name}", e)
+    return out
 
 
 class OptionalBuildExt(build_ext):

@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, NamedTuple, Self
 
+from rocketlite.common import native
 from rocketlite.common.errors import HeaderError
 
 
@@ -189,6 +190,20 @@ def _compile(cls: type, table: tuple[_Field, ...]) -> _Codec:
     return _Codec(env["decode"], env["encode"])
 
 
+_HELPERS = (_as_text, _missing, _slow_int, _slow_bool, _BOOLS, _ABSENT)
+_c = native.load("rocketlite.protocol._headers_c")
+
+
+def _build(cls: type, table: tuple[_Field, ...]) -> _Codec:
+    """The codec of one class and key set: ``_compile``'s, with the compiled twin of its decoder
+    (``_headers_c.Decoder``, same results and errors) when the compiled core runs."""
+    codec = _compile(cls, table)
+    if _c is not None:
+        defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+        codec = codec._replace(decode=_c.Decoder(cls, table, defaults, _HELPERS))
+    return codec
+
+
 _CODECS: dict[type, _Codec] = {}
 _V2_CODECS: dict[type, _Codec] = {}
 
@@ -196,7 +211,7 @@ _V2_CODECS: dict[type, _Codec] = {}
 def _codec(cls: type) -> _Codec:
     codec = _CODECS.get(cls)
     if codec is None:
-        codec = _CODECS[cls] = _compile(cls, _field_table(cls))
+        codec = _CODECS[cls] = _build(cls, _field_table(cls))
     return codec
 
 
@@ -278,7 +293,7 @@ class SendMessageRequestHeader(Header):
 
 
 def _v2_codec(cls: type[SendMessageRequestHeader]) -> _Codec:
-    codec = _V2_CODECS[cls] = _compile(cls, _field_table(cls, cls.V2_KEYS))
+    codec = _V2_CODECS[cls] = _build(cls, _field_table(cls, cls.V2_KEYS))
     return codec
 
 

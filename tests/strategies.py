@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import orjson
 from hypothesis import strategies as st
 
 from rocketlite.formats import message_record as rec
 from rocketlite.formats.properties import encode_properties
+from rocketlite.protocol.codes import LanguageCode, SerializeType
+from rocketlite.protocol.command import RemotingCommand
 
 i32 = st.integers(-(2**31), 2**31 - 1)
 i64 = st.integers(-(2**63), 2**63 - 1)
@@ -35,3 +38,66 @@ def records(draw: st.DrawFn) -> rec.MessageRecord:
         body=body, topic=topic, properties_text=props,
     )
     return m
+
+
+# -- Remoting commands and headers ------------------------------------------------------------
+
+INT32 = st.integers(-(2**31), 2**31 - 1)
+INT16 = st.integers(-(2**15), 2**15 - 1)
+TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)  # no lone surrogates: not UTF-8
+LANGUAGES = st.sampled_from([m.name for m in LanguageCode])
+
+
+@st.composite
+def commands(draw: st.DrawFn, stype: int) -> RemotingCommand:
+    binary = stype == SerializeType.ROCKETMQ
+    return RemotingCommand(
+        code=draw(INT16 if binary else INT32),
+        language=draw(LANGUAGES),
+        version=draw(INT16 if binary else INT32),
+        opaque=draw(INT32),
+        flag=draw(INT32),
+        remark=draw(st.none() | TEXT),
+        ext_fields=draw(st.dictionaries(TEXT, TEXT, max_size=8)),
+        body=draw(st.binary(max_size=300)),
+        serialize_type=stype,
+    )
+
+
+def nested(depth: int, leaf: str = "1", kind: str = "object") -> str:
+    if kind == "object":
+        return '{"a":' * depth + leaf + "}" * depth
+    return "[" * depth + leaf + "]" * depth
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4),
+    max_leaves=30,
+)
+
+
+def deep_json(draw: st.DrawFn) -> str:
+    depth = draw(st.integers(1, 20) | st.integers(250, 1100))
+    leaf = orjson.dumps(draw(JSON), option=orjson.OPT_NON_STR_KEYS).decode() \
+        if draw(st.booleans()) else "1"
+    return nested(depth, leaf, draw(st.sampled_from(["object", "array"])))
+
+
+@st.composite
+def json_headers(draw: st.DrawFn) -> bytes:
+    """A JSON header: mostly well formed, with any value in any field, nested or not."""
+    fields: dict[str, str] = {}
+    for name in ("code", "opaque", "flag", "version", "language", "remark", "extFields"):
+        choice = draw(st.sampled_from(["plain", "plain", "plain", "omit", "json", "deep"]))
+        if choice == "plain":
+            fields[name] = {"code": "10", "opaque": "7", "flag": "0", "version": "1",
+                            "language": '"JAVA"', "remark": '"r"', "extFields": '{"a":"b"}'}[name]
+        elif choice == "json":
+            fields[name] = orjson.dumps(draw(JSON), option=orjson.OPT_NON_STR_KEYS).decode()
+        elif choice == "deep":
+            fields[name] = deep_json(draw)
+    if "extFields" not in fields and draw(st.booleans()):
+        fields["extFields"] = '{"x":' + deep_json(draw) + "}"
+    return ("{" + ",".join(f'"{k}":{v}' for k, v in fields.items()) + "}").encode()

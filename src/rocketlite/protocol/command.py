@@ -57,12 +57,15 @@ Errors: see ``FrameDecoder``.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
 import orjson
 
+from rocketlite.common import native
 from rocketlite.common.errors import FrameTooLargeError, ProtocolError
 from rocketlite.protocol.codes import (
     CURRENT_VERSION,
@@ -433,7 +436,7 @@ def _binary_variable(buf: bytes) -> tuple[str | None, dict[str, str]]:
     return remark, ext
 
 
-def _decode(buf: bytes | bytearray | memoryview, start: int, end: int) -> RemotingCommand:
+def _decode_py(buf: bytes | bytearray | memoryview, start: int, end: int) -> RemotingCommand:
     """The command in ``buf[start:end]``, a frame without its length field."""
     if end - start < 4:
         raise ProtocolError(f"frame of {end - start} bytes is too short for its header length field")
@@ -535,7 +538,7 @@ class FrameDecoder:
         try:
             pos = self._finish_buffered(data, out) if self._buf else 0
             if pos >= 0:
-                pos = self._split(data, pos, out)
+                pos = _split(self, data, pos, out)
                 if pos < len(data):
                     self._buf += memoryview(data)[pos:]
         except ProtocolError as e:  # only stream-fatal errors escape
@@ -575,27 +578,45 @@ class FrameDecoder:
         if length < 0:
             raise ProtocolError(f"negative frame length {length}")
 
-    def _split(self, data: bytes, pos: int, out: list[RemotingCommand | ProtocolError]) -> int:
-        """Decode every complete frame of ``data`` from ``pos``; returns where the incomplete rest starts."""
-        n = len(data)
-        max_length = self._max_length
-        unpack_from = _LENGTH.unpack_from
-        append = out.append
-        while n - pos >= 4:
-            (length,) = unpack_from(data, pos)
-            if not 0 <= length <= max_length:
-                self._check_length(length)
-            start = pos + 4
-            end = start + length
-            if end > n:
-                break
-            try:
-                append(_decode(data, start, end))
-            except ProtocolError as e:
-                append(e)
-            except MemoryError:
-                raise
-            except Exception as e:  # noqa: BLE001 - inline, not _decode_item: no call per frame
-                append(_undecodable(e))
-            pos = end
-        return pos
+
+def _split_py(decoder: FrameDecoder, data: bytes, pos: int,
+              out: list[RemotingCommand | ProtocolError]) -> int:
+    """Decode every complete frame of ``data`` from ``pos``; returns where the incomplete rest starts."""
+    n = len(data)
+    max_length = decoder._max_length
+    unpack_from = _LENGTH.unpack_from
+    append = out.append
+    while n - pos >= 4:
+        (length,) = unpack_from(data, pos)
+        if not 0 <= length <= max_length:
+            decoder._check_length(length)
+        start = pos + 4
+        end = start + length
+        if end > n:
+            break
+        try:
+            append(_decode(data, start, end))
+        except ProtocolError as e:
+            append(e)
+        except MemoryError:
+            raise
+        except Exception as e:  # noqa: BLE001 - inline, not _decode_item: no call per frame
+            append(_undecodable(e))
+        pos = end
+    return pos
+
+
+# The compiled twins (``_command_c.pyx``: the common well-formed frame in C, anything unusual
+# through ``_json_command``/``_binary_command``), unless ROCKETLITE_PURE or not built.
+_decode: Callable[[bytes | bytearray | memoryview, int, int], RemotingCommand] = _decode_py
+_split: Callable[[FrameDecoder, bytes, int, list[RemotingCommand | ProtocolError]], int] = _split_py
+_c = native.load("rocketlite.protocol._command_c")
+if _c is not None:
+    _CODEC = _c.Codec(
+        RemotingCommand, [f.name for f in dataclasses.fields(RemotingCommand)], _loads,
+        # the module's pure functions as bound when called (tests substitute failing ones)
+        lambda header, body: _json_command(header, body),
+        lambda header, body: _binary_command(header, body),
+        ProtocolError, _undecodable, _LANGUAGE_NAMES, _LANGUAGE_BY_VALUE, _OTHER)
+    _decode = _CODEC.decode
+    _split = _CODEC.split

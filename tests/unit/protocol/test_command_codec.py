@@ -7,16 +7,11 @@ import struct
 import orjson
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
 
 from rocketlite.common.errors import FormatError, FrameTooLargeError, ProtocolError
-from rocketlite.protocol.codes import CURRENT_VERSION, LanguageCode, RequestCode, ResponseCode, SerializeType
+from rocketlite.protocol.codes import CURRENT_VERSION, RequestCode, ResponseCode, SerializeType
 from rocketlite.protocol.command import RemotingCommand, decode_frame
-
-INT32 = st.integers(-(2**31), 2**31 - 1)
-INT16 = st.integers(-(2**15), 2**15 - 1)
-TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)  # no lone surrogates: not UTF-8
-LANGUAGES = st.sampled_from([m.name for m in LanguageCode])
+from strategies import commands
 
 
 def json_frame(header: bytes | str, body: bytes = b"", stype: int = 0) -> bytes:
@@ -29,22 +24,6 @@ def roundtrip(cmd: RemotingCommand) -> RemotingCommand:
     frame = cmd.encode()
     assert struct.unpack(">i", frame[:4])[0] == len(frame) - 4
     return decode_frame(frame[4:])
-
-
-@st.composite
-def commands(draw: st.DrawFn, stype: int) -> RemotingCommand:
-    binary = stype == SerializeType.ROCKETMQ
-    return RemotingCommand(
-        code=draw(INT16 if binary else INT32),
-        language=draw(LANGUAGES),
-        version=draw(INT16 if binary else INT32),
-        opaque=draw(INT32),
-        flag=draw(INT32),
-        remark=draw(st.none() | TEXT),
-        ext_fields=draw(st.dictionaries(TEXT, TEXT, max_size=8)),
-        body=draw(st.binary(max_size=300)),
-        serialize_type=stype,
-    )
 
 
 # -- round trips -------------------------------------------------------------------------------

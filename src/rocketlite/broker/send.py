@@ -9,7 +9,8 @@ the group commit that makes the message durable, or answers FLUSH_DISK_TIMEOUT.
 
 Errors answer with RocketMQ's codes and a remark that says why: MESSAGE_ILLEGAL (13) for a bad
 message or batch, TOPIC_NOT_EXIST (17), NO_PERMISSION (16), SERVICE_NOT_AVAILABLE (14) when the
-disk is too full or the store cannot write, FLUSH_DISK_TIMEOUT (10).
+disk is too full or the store cannot write (with Java's remark, the store's reason in brackets:
+the file, the free space), FLUSH_DISK_TIMEOUT (10).
 """
 
 from __future__ import annotations
@@ -69,6 +70,15 @@ def may_divert(properties: str) -> bool:
     property): a cheap test on the encoded properties (per message: no generator), exact checks
     are the diverters'."""
     return "DELAY\x01" in properties or "TIMER_" in properties
+
+
+def unavailable_remark(e: Exception) -> str:
+    """SERVICE_NOT_AVAILABLE's remark: Java's words for a full disk, with the store's reason."""
+    if isinstance(e, DiskFullError):
+        return ("service not available now. It may be caused by one of the following reasons: "
+                f"the broker's disk is full [{e}], messages are put to the slave, message store "
+                "has been shut down, etc.")
+    return str(e)
 
 
 def _answer(conn: Connection, cmd: RemotingCommand, code: int, remark: str) -> None:
@@ -164,7 +174,7 @@ class SendProcessor:
         except (MessageIllegalError, BodyError, HeaderError) as e:
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
         except (DiskFullError, FlushError, StoreClosedError) as e:
-            return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, str(e))
+            return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, unavailable_remark(e))
         except NoPermissionError as e:  # a diverter's refusal (rejectTransactionMessage)
             return cmd.response(ResponseCode.NO_PERMISSION, str(e))
 
@@ -195,7 +205,7 @@ class SendProcessor:
             return
         except (DiskFullError, FlushError, StoreClosedError) as e:
             for conn, cmd, _, _ in pending:
-                _answer(conn, cmd, ResponseCode.SERVICE_NOT_AVAILABLE, str(e))
+                _answer(conn, cmd, ResponseCode.SERVICE_NOT_AVAILABLE, unavailable_remark(e))
             return
         except Exception as e:
             log.exception("appending %d messages failed", len(pending))
@@ -217,7 +227,7 @@ class SendProcessor:
             _answer(conn, cmd, ResponseCode.MESSAGE_ILLEGAL, str(e))
             return
         except (DiskFullError, FlushError, StoreClosedError) as e:
-            _answer(conn, cmd, ResponseCode.SERVICE_NOT_AVAILABLE, str(e))
+            _answer(conn, cmd, ResponseCode.SERVICE_NOT_AVAILABLE, unavailable_remark(e))
             return
         self.stats.put_messages += 1
         if not cmd.flag & RPC_ONEWAY:

@@ -4,6 +4,12 @@
 Each runs on one asyncio loop (uvloop when installed), logs to the console, prints a line with
 ``rocketlite ready`` once it accepts connections, and on SIGINT or SIGTERM shuts down cleanly:
 unregister, answer held pulls, persist configs, flush the store, remove ``abort``.
+
+``start`` is the laptop command: a new store gets smaller files than RocketMQ's (``START_DEFAULTS``:
+64 MiB CommitLog segments, a 42 MB IndexFile), so one message takes ~131 MiB of disk instead of
+~2.1 GiB. An existing store keeps the sizes its files were written with, and any key in
+``broker.conf`` wins (``mappedFileSizeCommitLog=1073741824``, ``maxHashSlotNum=5000000``,
+``maxIndexNum=20000000`` are RocketMQ's). ``broker`` keeps RocketMQ's defaults.
 """
 
 from __future__ import annotations
@@ -21,12 +27,19 @@ from rocketlite.broker.broker import Broker
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.common import native
 from rocketlite.common.errors import ConfigError
+from rocketlite.formats.index_layout import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from rocketlite.namesrv.server import NameServer
 from rocketlite.store.config import StoreConfig, read_properties_file
 
 log = logging.getLogger("rocketlite")
 
 DEFAULT_STORE = Path("store")
+START_DEFAULTS = {
+    "mappedFileSizeCommitLog": str(64 << 20),
+    "maxHashSlotNum": "500000",
+    "maxIndexNum": "2000000",
+}
+_INDEX_BYTES_PER_SLOT = INDEX_SLOT_SIZE + 4 * INDEX_ENTRY_SIZE  # RocketMQ's 4 entries per slot
 
 
 def setup_logging(level: str) -> None:
@@ -34,12 +47,33 @@ def setup_logging(level: str) -> None:
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
 
 
-def load_configs(conf: Path | None, overrides: dict[str, str]) -> tuple[BrokerConfig, StoreConfig]:
-    """broker.conf (RocketMQ keys) with command-line overrides on top."""
+def load_configs(conf: Path | None, overrides: dict[str, str],
+                 defaults: dict[str, str] | None = None) -> tuple[BrokerConfig, StoreConfig]:
+    """broker.conf (RocketMQ keys) with command-line overrides on top; ``defaults`` for the keys
+    neither sets (only where the store has no files of that kind yet: see ``existing_sizes``)."""
     props = read_properties_file(conf) if conf is not None else {}
     props.update(overrides)
     props.setdefault("storePathRootDir", str(DEFAULT_STORE))
+    if defaults:
+        root = Path(props["storePathRootDir"]).expanduser()
+        for key, value in {**defaults, **existing_sizes(root)}.items():
+            props.setdefault(key, value)
     return BrokerConfig.from_properties(props), StoreConfig.from_properties(props)
+
+
+def existing_sizes(root: Path) -> dict[str, str]:
+    """The file sizes an existing store was written with (a store keeps them: a CommitLog of
+    another segment size does not load, and index files of another geometry are dropped)."""
+    out: dict[str, str] = {}
+    segments = sorted((root / "commitlog").glob("[0-9]" * 20))
+    if segments:
+        out["mappedFileSizeCommitLog"] = str(segments[0].stat().st_size)
+    index = sorted((root / "index").glob("[0-9]" * 17))
+    body = index[0].stat().st_size - INDEX_HEADER_SIZE if index else 0
+    if body > 0 and body % _INDEX_BYTES_PER_SLOT == 0:
+        slots = body // _INDEX_BYTES_PER_SLOT
+        out["maxHashSlotNum"], out["maxIndexNum"] = str(slots), str(4 * slots)
+    return out
 
 
 def run_until_signalled(start: Callable[[], Awaitable[None]], stop: Callable[[], Awaitable[None]],
@@ -102,7 +136,7 @@ def start(
     setup_logging(log_level)
     overrides = _overrides(store, broker_port, f"127.0.0.1:{namesrv_port}", flush)
     try:
-        bcfg, scfg = load_configs(conf, overrides)
+        bcfg, scfg = load_configs(conf, overrides, START_DEFAULTS)
     except ConfigError as e:
         raise typer.BadParameter(str(e)) from e
     namesrv = NameServer("0.0.0.0", namesrv_port,

@@ -44,7 +44,7 @@ class StoreCheckpoint:
         self._closed = False
         self._file = FixedFile(self.path, CHECKPOINT_FILE_SIZE)
         size = self._file.size_at_open
-        head = self._file.mm[:min(size, CHECKPOINT.size)]  # what the file held before it was extended
+        head = self._file.mapping[:min(size, CHECKPOINT.size)]  # what the file held before it was extended
         repaired = 0 < size < CHECKPOINT_FILE_SIZE
         if repaired:
             log.warning("checkpoint %s is %d bytes, not %d: extended; fields past byte %d read as 0",
@@ -73,7 +73,7 @@ class StoreCheckpoint:
         with self._lock:
             if self._closed:
                 raise ValueError(f"checkpoint {self.path} is closed")
-            CHECKPOINT.pack_into(self._file.mm, 0, *(getattr(self, name) for name in _FIELDS))
+            CHECKPOINT.pack_into(self._file.mapping, 0, *(getattr(self, name) for name in _FIELDS))
             self._file.sync()
 
     def close(self) -> None:

@@ -5,7 +5,9 @@ then encodes each record with its final queue offset, CommitLog offset and store
 ``struct.pack`` call, and copies the batch into the mapped segment with one slice assignment per
 segment. A record never straddles segments: when it does not fit (keeping 8 bytes for the BLANK
 record), the segment is closed with a BLANK record and the next one, pre-allocated by the
-``Allocator``, takes over.
+``Allocator``, takes over. Before anything is written, an append that will roll makes sure the
+segments it rolls into exist (``MappedFileQueue.reserve``): on a full disk it fails whole, with
+``DiskFullError``, instead of leaving half a batch behind.
 
 Queue offsets come from ``topic_queue_table`` (next offset per (topic, queue)); transactional
 PREPARED and ROLLBACK records take no queue offset (they never reach a ConsumeQueue).
@@ -22,7 +24,7 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Sequence
 from itertools import accumulate, repeat
-from operator import and_, attrgetter
+from operator import and_, attrgetter, itemgetter
 
 from rocketlite.common.errors import MessageIllegalError, StoreError
 from rocketlite.formats import message_record as rec
@@ -46,6 +48,7 @@ _TXN_NO_QUEUE = (rec.SYSFLAG_TRANSACTION_PREPARED, rec.SYSFLAG_TRANSACTION_ROLLB
 DISPATCH_HINTS_MAX = 4096
 _pack = struct.Struct.pack
 _size = attrgetter("size")
+_struct_of = itemgetter(3)
 
 
 def now_ms() -> int:
@@ -202,6 +205,8 @@ class CommitLog:
             base = mf.file_from_offset
             start = mf.wrote
             free = mf.file_size - start - rec.END_FILE_MIN_BLANK_LENGTH
+            self._reserve(list(map(_size, map(_struct_of, prepared))), free)
+            queued: list[tuple[str, int]] = []  # queue offsets taken by records not yet written
             chunks: list[bytes] = []
             add_chunk = chunks.append
             hinted: list[tuple[str, int, int, int, int, bytes, int]] = []
@@ -210,7 +215,7 @@ class CommitLog:
             for m, tb, props, st, sys_flag in prepared:
                 size = st.size
                 if size > free - used:
-                    self._write(mf, chunks)
+                    self._write(mf, chunks, queued)
                     self._hint(base + start, base + start + used, hinted, now)
                     self._close_segment(mf)
                     mf = self.files.next_file()
@@ -227,6 +232,7 @@ class CommitLog:
                     key = (m.topic, m.queue_id)
                     qoff = table.get(key, 0)
                     table[key] = qoff + 1
+                    queued.append(key)
                 offset = base + start + used
                 body = m.body
                 add_chunk(st.pack(
@@ -239,10 +245,23 @@ class CommitLog:
                 used += size
                 add_hinted((m.topic, m.queue_id, qoff, offset, size, props, sys_flag))
                 add_result(AppendResult(offset, size, qoff, now))
-            self._write(mf, chunks)
+            self._write(mf, chunks, queued)
             self._hint(base + start, base + start + used, hinted, now)
             self.last_store_timestamp = now
         return results
+
+    def _reserve(self, sizes: list[int], free: int) -> None:
+        """Before an append writes anything: create every segment it will roll into."""
+        if sum(sizes) <= free:
+            return
+        room = self.config.mapped_file_size_commit_log - rec.END_FILE_MIN_BLANK_LENGTH
+        rolls = 0
+        for size in sizes:
+            if size > free:
+                rolls += 1
+                free = room
+            free -= size
+        self.files.reserve(rolls)
 
     def _hint(self, start: int, end: int, records: list[tuple[str, int, int, int, int, bytes, int]],
               now: int) -> None:
@@ -299,6 +318,7 @@ class CommitLog:
             mid = rec.batch_mid(*born, now, self.store_host, self.store_port)
             qbase = self.topic_queue_table.get(key, 0)
             mf = self.files.next_file(0)
+            self._reserve(sizes, mf.file_size - mf.wrote - rec.END_FILE_MIN_BLANK_LENGTH)
             done = 0
             try:
                 while done < n:
@@ -336,10 +356,18 @@ class CommitLog:
                     self.last_store_timestamp = now
         return BatchAppendResult(offsets, sizes, qbase, now)
 
-    @staticmethod
-    def _write(mf: MappedFile, chunks: list[bytes]) -> None:
+    def _write(self, mf: MappedFile, chunks: list[bytes], queued: list[tuple[str, int]]) -> None:
+        """Write the records of one segment; if that fails (nothing is written then), give back
+        the queue offsets they took."""
         if chunks:
-            mf.append(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+            try:
+                mf.append(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+            except StoreError:
+                table = self.topic_queue_table
+                for key in queued:
+                    table[key] -= 1
+                raise
+        queued.clear()
 
     @staticmethod
     def _close_segment(mf: MappedFile) -> None:

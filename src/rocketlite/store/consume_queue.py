@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from itertools import chain
 from pathlib import Path
 
+from rocketlite.common.errors import DiskFullError
 from rocketlite.formats.consume_queue_unit import CQ_UNIT, CQ_UNIT_SIZE, is_valid_unit, units_struct
 from rocketlite.store.mapped_file import MappedFile
 from rocketlite.store.mapped_file_queue import MappedFileQueue
@@ -131,14 +132,25 @@ class ConsumeQueue:
         self._tail_limit = mf.file_from_offset + self.file_size
         self._tail = bytearray(unit)
 
-    def commit(self) -> None:
-        """Write the tail buffer to its segment (one ``pwrite``) and make it readable."""
+    def commit(self) -> DiskFullError | None:
+        """Write the tail buffer to its segment (one ``pwrite``) and make it readable. The blocks
+        are allocated first, with some ahead (``MappedFile.reserve``): ``DiskFullError`` raised
+        when the units cannot be written (the dispatcher retries the round), returned when they
+        were but the blocks ahead could not be had (the store then refuses new messages)."""
         mf = self._tail_mf
         if mf is None:
-            return
+            return None
         tail, start = self._tail, self._tail_start
         self._drop_tail()
-        mf.write_at(start - mf.file_from_offset, tail)
+        rel = start - mf.file_from_offset
+        ahead = mf.reserve(rel + len(tail))
+        mf.write_at(rel, tail)
+        return ahead
+
+    def reserve_ahead(self) -> DiskFullError | None:
+        """Retry allocating the blocks ahead of the newest unit; the error if it fails again."""
+        last = self.files.last()
+        return None if last is None else last.reserve(last.wrote)
 
     def _drop_tail(self) -> None:
         self._tail_mf = None
@@ -183,7 +195,7 @@ class ConsumeQueue:
         for mf in files[:start]:
             mf.set_positions(self.file_size)
         for mf in files[start:]:
-            data = mf.mm[: self.file_size]
+            data = mf.read_all()  # not through the mapping: the file may have holes
             n = 0
             for off, size, _tag in CQ_UNIT.iter_unpack(data):
                 if not is_valid_unit(off, size):
@@ -204,12 +216,16 @@ class ConsumeQueue:
         if first is None:
             return
         pos = max(self.min_logic_offset - first.file_from_offset, 0)
-        while pos < first.wrote:
-            off, size, _ = CQ_UNIT.unpack_from(first.mm, pos)
-            if is_valid_unit(off, size):
+        while pos < first.wrote:  # a queue that starts mid-file has holes before its first unit
+            chunk = first.pread(pos, min(first.wrote - pos, 4096 * CQ_UNIT_SIZE))
+            for off, size, _ in CQ_UNIT.iter_unpack(chunk[: len(chunk) - len(chunk) % CQ_UNIT_SIZE]):
+                if is_valid_unit(off, size):
+                    self.min_logic_offset = first.file_from_offset + pos
+                    return
+                pos += CQ_UNIT_SIZE
+            if len(chunk) < CQ_UNIT_SIZE:
                 break
-            pos += CQ_UNIT_SIZE
-        self.min_logic_offset = first.file_from_offset + pos
+        self.min_logic_offset = first.file_from_offset + min(pos, first.wrote)
 
     def truncate_dirty(self, commit_log_offset: int) -> None:
         """Drop units pointing at or beyond ``commit_log_offset`` (CommitLog tail was truncated)."""
@@ -249,7 +265,7 @@ class ConsumeQueue:
         retired: list[MappedFile] = []
         while len(self.files.files) > 1:
             first = self.files.files[0]
-            off, size, _ = CQ_UNIT.unpack_from(first.mm, self.file_size - CQ_UNIT_SIZE)
+            off, size, _ = CQ_UNIT.unpack(first.pread(self.file_size - CQ_UNIT_SIZE, CQ_UNIT_SIZE))
             if not is_valid_unit(off, size) or off + size > commit_log_min_offset:
                 break
             mf = self.files.retire_first()

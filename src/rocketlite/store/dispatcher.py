@@ -22,6 +22,14 @@ to it costs a wake-up, GIL hand-offs that stall the event loop, and latency. The
 what the appender leaves: a backlog (recovery, a round already in progress), SYNC_FLUSH (records
 become dispatchable when the group commit says so) and the transient store pool (when committed).
 It sleeps until woken, and wakes every ``IDLE_WAIT_S`` regardless.
+
+A full disk never stops the thread nor loses its place: a round that cannot write a ConsumeQueue
+or the index raises before ``dispatch_from`` moves, the store refuses writes (``WriteGate`` source
+``dispatch``) and the thread retries the round until it succeeds (units are rewritten at their own
+offsets, records already indexed are skipped). Before it comes to that, ConsumeQueues and the index
+allocate their blocks ahead of use: when only that headroom fails, writes are refused (source
+``dispatch-ahead``, retried by the retention thread) while the dispatcher still has room for what
+was already stored.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ import mmap
 import threading
 from collections.abc import Callable
 
-from rocketlite.common.errors import CorruptRecordError
+from rocketlite.common.errors import CorruptRecordError, DiskFullError, StoreError
 from rocketlite.formats import message_record as rec
 from rocketlite.formats.delay import SCHEDULE_TOPIC, SCHEDULE_TOPIC_BYTES, schedule_tags_code
 from rocketlite.formats.javahash import tags_code
@@ -41,6 +49,7 @@ from rocketlite.store.consume_queue import ConsumeQueue
 from rocketlite.store.dispatch_check import names_queue
 from rocketlite.store.index_service import IndexService
 from rocketlite.store.message import DispatchHint, RecordsHint
+from rocketlite.store.write_gate import WriteGate
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +63,10 @@ _SEGMENT_DONE = -1
 Listener = Callable[[str, int, int], None]
 
 
+def _ahead_reason(e: DiskFullError) -> str:
+    return f"{e} (ConsumeQueue/index blocks ahead of the messages already stored)"
+
+
 def _tags_code_of(props: bytes) -> int:
     return tags_code(find_property(props, _TAGS)) if props else 0
 
@@ -65,8 +78,12 @@ class Dispatcher:
         consume_queue: Callable[[str, int], ConsumeQueue],
         index: IndexService | None,
         limit: Callable[[], int],
+        gate: WriteGate | None = None,
     ) -> None:
         self.commitlog = commitlog
+        self.gate = gate or WriteGate()
+        # ConsumeQueues (and the index) whose blocks ahead could not be allocated.
+        self._short: set[ConsumeQueue | IndexService] = set()
         self.consume_queue = consume_queue
         self.index = index
         self.limit = limit
@@ -97,11 +114,21 @@ class Dispatcher:
             self._wake.clear()  # before looking: a wake-up that lands meanwhile is not lost
             try:
                 progressed = self.dispatch_available()
+            except StoreError as e:
+                self._failed(e)
+                progressed = False
             except Exception:
                 log.exception("dispatch failed at CommitLog offset %d", self.dispatch_from)
                 progressed = False
             if not progressed:
                 self._wake.wait(IDLE_WAIT_S)
+
+    def _failed(self, e: StoreError) -> None:
+        """A round could not write (a full disk): refuse writes until a round succeeds; the
+        thread retries from the same ``dispatch_from``."""
+        self.gate.refuse("dispatch", f"the dispatcher cannot write ConsumeQueues or the index at "
+                         f"CommitLog offset {self.dispatch_from}: {e}")
+        self._wake.set()
 
     def dispatch_inline(self) -> None:
         """Dispatch what was just appended, on the caller's thread, if that is one short round;
@@ -118,6 +145,8 @@ class Dispatcher:
                 self._wake.set()
                 return
             self._round(end, end)
+        except StoreError as e:
+            self._failed(e)  # the append succeeded: the thread dispatches it later
         finally:
             self.lock.release()
 
@@ -131,6 +160,8 @@ class Dispatcher:
         # Only now, with the round's units written: whoever sees ``dispatch_from`` move may read
         # every queue up to it.
         self.dispatch_from = reached
+        if self.gate.reason is not None and self.gate.refused("dispatch"):
+            self.gate.clear("dispatch")
         return reached
 
     def dispatch_available(self, limit: int | None = None) -> bool:
@@ -153,11 +184,29 @@ class Dispatcher:
             return
         self._touched = {}
         self.dirty.update(touched)
+        short: dict[ConsumeQueue | IndexService, DiskFullError] = {}
         for cq in touched:
-            cq.commit()
+            if (err := cq.commit()) is not None:
+                short[cq] = err
+        if self.index is not None and (err := self.index.short) is not None:
+            short[self.index] = err
+        if short:
+            self._short.update(short)
+            self.gate.refuse("dispatch-ahead", _ahead_reason(next(iter(short.values()))),
+                             self.retry_ahead)
         for fn in self.listeners:
             for cq, next_offset in touched.items():
                 fn(cq.topic, cq.queue_id, next_offset)
+
+    def retry_ahead(self) -> None:
+        """Allocate again the blocks ahead of every queue (and the index) that lacked them
+        (the retention thread, every second while writes are refused); ``DiskFullError`` while
+        some still lack them."""
+        with self.lock:
+            errors = {x: err for x in self._short if (err := x.reserve_ahead()) is not None}
+            self._short = set(errors)
+            if errors:
+                raise DiskFullError(_ahead_reason(next(iter(errors.values()))))
 
     def _dispatch_range(self, end: int, readable: int) -> int:
         """Dispatch from ``dispatch_from`` towards ``end``; return where it stopped."""
@@ -199,6 +248,29 @@ class Dispatcher:
             if reached < stop or stop == end:
                 break  # the limit, or a record past it, or a corrupt record for recovery
         return start
+
+    def queue_ends(self, end: int) -> dict[tuple[str, int], int]:
+        """Read only: the next queue offset of every queue with a record in
+        ``[dispatch_from, end)``, i.e. what the queues will hold once those are dispatched."""
+        cl = self.commitlog
+        out: dict[tuple[str, int], int] = {}
+        no_queue = (rec.SYSFLAG_TRANSACTION_PREPARED, rec.SYSFLAG_TRANSACTION_ROLLBACK)
+        pos = max(self.dispatch_from, cl.min_offset)
+        while pos < end and (mf := cl.files.find(pos)) is not None:
+            base = mf.file_from_offset
+            p, limit = pos - base, min(mf.committed, end - base)
+            for size, qid, qoff, _, sys_flag, _, topic_b, _ in rec.iter_dispatch(mf.mm, p, limit):
+                p += size
+                if sys_flag & rec.SYSFLAG_TRANSACTION_MASK not in no_queue:
+                    key = (self._topic_name(topic_b), qid)
+                    out[key] = max(out.get(key, 0), qoff + 1)
+            try:
+                if p >= limit or rec.check_head(mf.mm, p, mf.committed) != 0:
+                    break
+            except CorruptRecordError:
+                break
+            pos = base + mf.file_size  # the BLANK that closes the segment
+        return out
 
     def _dispatch_hint(self, h: DispatchHint) -> None:
         """Dispatch a run of records of one topic and queue that an append described."""

@@ -7,8 +7,16 @@ hashes to it; every entry links to the previous entry of its slot, so a lookup w
 oldest. Entry 0 is never used (``indexCount`` starts at 1), which lets 0 mean "empty" in a slot and
 "end of chain" in ``prevIndex``.
 
-What this module owns: creating a file (sparse, full size), reopening and validating one, adding
-entries (``put``), walking chains (``select``), flushing and closing. It does not own the
+What this module owns: creating a file (full size), reopening and validating one, adding entries
+(``put``), walking chains (``select``), flushing and closing.
+
+Entries are written through the mapping, so every page gets its disk block before it can be
+touched (a page first written on a full disk is a SIGBUS): the header and the slot table (written
+at random places) when the file is created, entries (written in order) ``ENTRY_AHEAD`` bytes ahead
+of use. A full disk is a ``DiskFullError`` from the constructor or ``put`` (nothing written);
+``short`` tells that the blocks ahead could not be had, so the store refuses new messages while
+the file still has room for the ones already stored. With the default geometry a new file takes
+21 MB of disk (20 MB of slots), not 420 MB, until its entries fill it. It does not own the
 directory, rolling, naming or locking: ``IndexService`` does, and it serialises every call into an
 IndexFile except ``flush``, which may run beside ``put`` (``put`` only writes the mapping).
 
@@ -29,7 +37,7 @@ import os
 import threading
 from pathlib import Path
 
-from rocketlite.common.errors import FlushError, StoreError
+from rocketlite.common.errors import DiskFullError, FlushError, StoreError
 from rocketlite.formats.index_layout import (
     INDEX_ENTRY,
     INDEX_ENTRY_SIZE,
@@ -40,20 +48,23 @@ from rocketlite.formats.index_layout import (
     slot_position,
 )
 from rocketlite.formats.javahash import index_key_hash
+from rocketlite.store import disk
 
 _MAX_TIME_DIFF = 0x7FFFFFFF
+ENTRY_AHEAD = 1 << 20  # entry blocks allocated ahead of use (52,428 entries)
 
 
 class IndexFile:
     """One index file. Not thread-safe for ``put``/``select``; ``flush`` and ``close`` are."""
 
-    __slots__ = ("_closed", "_entries_at", "_fd", "_lock", "begin_phy_offset", "begin_timestamp",
-                 "end_phy_offset", "end_timestamp", "hash_slot_count", "hash_slot_num",
-                 "index_count", "index_num", "mm", "path", "size")
+    __slots__ = ("_allocated", "_closed", "_entries_at", "_fd", "_lock", "begin_phy_offset",
+                 "begin_timestamp", "end_phy_offset", "end_timestamp", "hash_slot_count",
+                 "hash_slot_num", "index_count", "index_num", "mm", "path", "short", "size")
 
     def __init__(self, path: Path, hash_slot_num: int, index_num: int, *, create: bool = False) -> None:
         """Create a new, empty file at ``path`` (``create=True``; it must not exist) or open an
-        existing one. Raises StoreError if an existing file has the wrong size or a bad header."""
+        existing one. Raises StoreError if an existing file has the wrong size or a bad header,
+        ``DiskFullError`` if a new file cannot have its blocks (it is removed again)."""
         if hash_slot_num <= 0 or index_num < 2:
             raise ValueError(f"bad index geometry: {hash_slot_num} slots, {index_num} entries")
         self.path = path
@@ -63,9 +74,12 @@ class IndexFile:
         self._entries_at = entry_position(0, hash_slot_num)
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         self._fd = os.open(path, flags, 0o644)
+        self._allocated = 0  # bytes from the start with disk blocks
+        self.short: DiskFullError | None = None  # why the blocks ahead are missing
         try:
             if create:
-                os.ftruncate(self._fd, self.size)  # sparse: blocks are allocated as pages are written
+                os.ftruncate(self._fd, self.size)
+                self._allocate(self._entries_at + INDEX_ENTRY_SIZE)
             else:
                 actual = os.fstat(self._fd).st_size
                 if actual != self.size:
@@ -76,6 +90,8 @@ class IndexFile:
             self.mm = mmap.mmap(self._fd, self.size)
         except BaseException:
             os.close(self._fd)
+            if create:
+                path.unlink(missing_ok=True)
             raise
         self._lock = threading.Lock()
         self._closed = False
@@ -87,6 +103,40 @@ class IndexFile:
         except StoreError:
             self.close(flush=False)
             raise
+        if not create and not self.is_full():
+            # A file written by an older version (or Java) is sparse: allocate before writing.
+            # On a full disk ``put`` tries again before it writes, and refuses.
+            with contextlib.suppress(DiskFullError):
+                self._allocate(self._entry_end(self.index_count))
+
+    def _entry_end(self, n: int) -> int:
+        return self._entries_at + (n + 1) * INDEX_ENTRY_SIZE
+
+    def _allocate(self, end: int) -> None:
+        """Give ``[0, end)`` its blocks (``DiskFullError`` if it cannot), then keep about
+        ``ENTRY_AHEAD`` more (``short`` when that fails)."""
+        if end > self._allocated:
+            self._allocate_to(end)
+        if end + ENTRY_AHEAD // 2 > self._allocated and self._allocated < self.size:
+            try:
+                self._allocate_to(min(self.size, end + ENTRY_AHEAD))
+            except DiskFullError as e:
+                self.short = e
+                return
+        self.short = None
+
+    def _allocate_to(self, target: int) -> None:
+        disk.allocate(self._fd, self._allocated, target - self._allocated, self.path,
+                      "allocate index blocks:")
+        self._allocated = target
+
+    def reserve_ahead(self) -> DiskFullError | None:
+        """Try again to allocate the blocks ahead of the next entry; the error if it fails."""
+        if not self.is_full():
+            self._allocate(self._entry_end(self.index_count))
+        else:
+            self.short = None
+        return self.short
 
     def _check_header(self) -> None:
         if self.index_count == 0 and self.hash_slot_count == 0:
@@ -112,6 +162,10 @@ class IndexFile:
         return self.index_count >= self.index_num
 
     @property
+    def entries_left(self) -> int:
+        return self.index_num - self.index_count
+
+    @property
     def closed(self) -> bool:
         return self._closed
 
@@ -122,6 +176,9 @@ class IndexFile:
         n = self.index_count
         if n >= self.index_num:
             return False
+        end = self._entry_end(n)
+        if end + ENTRY_AHEAD // 2 > self._allocated and self._allocated < self.size:
+            self._allocate(end)  # DiskFullError: nothing written
         key_hash = index_key_hash(key)
         slot_at = slot_position(key_hash, self.hash_slot_num)
         mm = self.mm

@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from rocketlite.common.errors import FlushError, StoreError
+from rocketlite.common.errors import DiskFullError, FlushError, StoreError
 from rocketlite.store.index_file import IndexFile
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,7 @@ class IndexService:
         self.hash_slot_num = hash_slot_num
         self.index_num = index_num
         self.files: list[IndexFile] = []
+        self._spare: IndexFile | None = None  # the next file, created before a message needs it
         self._lock = threading.Lock()
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -82,6 +83,9 @@ class IndexService:
         fails; the first FlushError is raised afterwards). The service may be loaded again."""
         with self._lock:
             files, self.files = self.files, []
+            spare, self._spare = self._spare, None
+        if spare is not None:
+            spare.destroy()  # empty
         error: FlushError | None = None
         for f in files:
             try:
@@ -104,11 +108,15 @@ class IndexService:
             n += 1
         return path
 
-    def _new_file(self) -> IndexFile:
+    def _create_file(self) -> IndexFile:
         self.directory.mkdir(parents=True, exist_ok=True)
         f = IndexFile(self._next_path(), self.hash_slot_num, self.index_num, create=True)
-        self.files.append(f)
         log.info("created index file %s", f.path.name)
+        return f
+
+    def _new_file(self) -> IndexFile:
+        f, self._spare = self._spare or self._create_file(), None
+        self.files.append(f)
         return f
 
     def build(self, topic: str, keys: Iterable[str], uniq_key: str | None, phy_offset: int,
@@ -130,6 +138,10 @@ class IndexService:
             last = self.files[-1] if self.files else None
             if last is not None and phy_offset <= last.end_phy_offset:
                 return
+            if last is not None and last.entries_left < len(full_keys) and self._spare is None:
+                # The keys spill into a new file: create it before any key is written, so that a
+                # full disk fails the message whole and the dispatcher's retry indexes it whole.
+                self._spare = self._create_file()
             for full in full_keys:
                 if last is None or not last.put(full, phy_offset, store_timestamp):
                     if last is not None:
@@ -157,6 +169,18 @@ class IndexService:
                 if f.begin_timestamp < begin_ms:
                     break  # older files end before this one began: before the range
         return out
+
+    @property
+    def short(self) -> DiskFullError | None:
+        """Why the newest file has no blocks ahead of its next entries (a full disk), or None."""
+        files = self.files
+        return files[-1].short if files else None
+
+    def reserve_ahead(self) -> DiskFullError | None:
+        """Retry allocating the blocks ahead of the newest file's entries; the error if it fails
+        again (raised when even the next entry has none)."""
+        with self._lock:
+            return self.files[-1].reserve_ahead() if self.files else None
 
     def end_phy_offset(self) -> int:
         """Offset of the newest indexed message (0 when there is no index yet)."""

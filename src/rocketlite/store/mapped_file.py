@@ -11,23 +11,33 @@ A segment carries three positions, as RocketMQ's ``DefaultMappedFile`` does:
 * ``flushed``: bytes known durable (``fdatasync`` returned),
 * the file name: the 20-digit offset of its first byte in its queue.
 
-Files are created at full size. ``warm`` writes zeros through the page cache with ``pwrite`` (which
-releases the GIL) and advises the kernel, so the first write to each page on the hot path neither
-allocates blocks nor faults a fresh page.
+Files are created at full size. A segment that holds a descriptor (CommitLog, TimerLog) gets all
+its disk blocks when it is created (``disk.allocate``): a full disk is a ``DiskFullError`` then, never
+a SIGBUS later. ConsumeQueue segments stay sparse and get their blocks ahead of the units written
+(``reserve``), so 10,000 queues do not each take 6 MB. Nothing is written through a mapping except
+recovery's zeroing of bytes that hold data (their blocks exist). ``warm`` writes zeros through the
+page cache with ``pwrite`` (which releases the GIL) and advises the kernel, so the first write to
+each page on the hot path does not fault a fresh page.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import mmap
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from pathlib import Path
 
-from rocketlite.common.errors import FlushError, StoreError
+from rocketlite.common.errors import DiskFullError, FlushError, StoreError
+from rocketlite.store import disk
+
+log = logging.getLogger(__name__)
 
 OS_PAGE_SIZE = 4096
+RESERVE_AHEAD_MAX = 1 << 20  # ConsumeQueue blocks allocated ahead of the units: at most 1 MiB
 _WARM_CHUNK = 1 << 20
 _ZEROS = bytes(_WARM_CHUNK)
 
@@ -36,12 +46,8 @@ def offset_to_file_name(offset: int) -> str:
     return f"{offset:020d}"
 
 
-def _pwrite_all(fd: int, data: bytes | bytearray | memoryview, pos: int) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.pwrite(fd, view, pos)
-        view = view[n:]
-        pos += n
+def _page_up(n: int) -> int:
+    return -(-n // OS_PAGE_SIZE) * OS_PAGE_SIZE
 
 
 class FdCache:
@@ -57,17 +63,30 @@ class FdCache:
     def __len__(self) -> int:
         return len(self._fds)
 
-    def pwrite(self, path: Path, data: bytes | bytearray | memoryview, pos: int) -> None:
-        with self._lock:
-            fd = self._fds.get(path)
-            if fd is None:
+    def _fd(self, path: Path) -> int:
+        """The cached descriptor of ``path`` (call holding the lock)."""
+        fd = self._fds.get(path)
+        if fd is None:
+            try:
                 fd = os.open(path, os.O_WRONLY)
-                self._fds[path] = fd
-                while len(self._fds) > self.capacity:
-                    os.close(self._fds.popitem(last=False)[1])
-            else:
-                self._fds.move_to_end(path)
-            _pwrite_all(fd, data, pos)
+            except OSError as e:
+                raise FlushError(f"cannot open {path} for writing: {e}") from e
+            self._fds[path] = fd
+            while len(self._fds) > self.capacity:
+                os.close(self._fds.popitem(last=False)[1])
+        else:
+            self._fds.move_to_end(path)
+        return fd
+
+    def pwrite(self, path: Path, data: bytes | bytearray | memoryview, pos: int) -> None:
+        """Write all of ``data`` or nothing; ``DiskFullError``/``FlushError`` on failure."""
+        with self._lock:
+            disk.pwrite_all(self._fd(path), data, pos, path)
+
+    def allocate(self, path: Path, offset: int, length: int) -> None:
+        """Give a range of the file its disk blocks; ``DiskFullError`` when the disk is full."""
+        with self._lock:
+            disk.allocate(self._fd(path), offset, length, path)
 
     def forget(self, path: Path) -> None:
         """Close the descriptor of a segment being closed or deleted."""
@@ -87,45 +106,52 @@ WRITE_FDS = FdCache()
 
 
 class MappedFile:
-    __slots__ = ("_closed", "_fd", "_lock", "_pending", "committed", "file_from_offset",
-                 "file_size", "flushed", "mm", "path", "write_buffered", "wrote")
+    __slots__ = ("_closed", "_fd", "_lock", "_pending", "allocated", "committed",
+                 "file_from_offset", "file_size", "flushed", "mm", "path", "write_buffered", "wrote")
 
     def __init__(
         self, path: Path, file_size: int, *, create: bool = True, hold_fd: bool = True
     ) -> None:
         """Open (or create) and map a segment. ``hold_fd=False`` closes the descriptor once mapped
         (the mapping keeps its own) and flushes with msync: for the many small ConsumeQueue files,
-        so that 10,000 queues do not need 20,000 descriptors."""
+        so that 10,000 queues do not need 20,000 descriptors.
+
+        A new (or short) segment with ``hold_fd`` gets all its blocks before it is mapped; one
+        without stays sparse (``reserve`` allocates ahead of writes). ``DiskFullError`` when the
+        disk is full: a segment this call created is removed again."""
         self.path = path
         self.file_size = file_size
         try:
             self.file_from_offset = int(path.name)
         except ValueError as e:
             raise StoreError(f"segment file name {path.name!r} is not a 20-digit offset") from e
-        flags = os.O_RDWR | (os.O_CREAT if create else 0)
-        self._fd: int | None = os.open(path, flags, 0o644)
-        fd = self._fd
+        created = False
+        if create:
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+                created = True
+            except FileExistsError:
+                fd = os.open(path, os.O_RDWR)
+        else:
+            fd = os.open(path, os.O_RDWR)
+        self._fd: int | None = fd
+        self.allocated = 0  # bytes from the start known to have disk blocks
         try:
             actual = os.fstat(fd).st_size
-            if actual < file_size:
-                if hold_fd:
-                    # Reserve the blocks now: a full disk is an error here, not a SIGBUS on the
-                    # first write through the mapping.
-                    try:
-                        os.posix_fallocate(fd, 0, file_size)
-                    except OSError as e:
-                        raise StoreError(
-                            f"cannot allocate {file_size} bytes for segment {path}: {e}"
-                        ) from e
-                else:
-                    os.ftruncate(fd, file_size)
-            elif actual > file_size:
+            if actual > file_size:
                 raise StoreError(
                     f"segment {path} is {actual} bytes, larger than the configured {file_size}"
                 )
+            if hold_fd and actual < file_size:
+                disk.allocate(fd, 0, file_size, path, "allocate a segment:")
+                self.allocated = file_size
+            elif actual < file_size:
+                os.ftruncate(fd, file_size)
             self.mm = mmap.mmap(fd, file_size)
         except BaseException:
             os.close(fd)
+            if created:
+                path.unlink(missing_ok=True)
             raise
         if not hold_fd:
             os.close(fd)
@@ -158,13 +184,10 @@ class MappedFile:
             self._pending.append(data)
             self.wrote = end
             return pos
-        if self._fd is not None:
-            # pwrite into the page cache: no page fault per fresh page (mmap writes to a new file
-            # run at ~0.3-2 GB/s here, pwrite at 4-6 GB/s) and the GIL is released for the copy.
-            # Readers see the bytes through the shared mapping at once.
-            self._pwrite(data, pos)
-        else:
-            self.mm[pos:end] = data
+        # pwrite into the page cache: no page fault per fresh page (mmap writes to a new file run
+        # at ~0.3-2 GB/s here, pwrite at 4-6 GB/s), the GIL is released for the copy, and a full
+        # disk is an error, not a SIGBUS. Readers see the bytes through the shared mapping at once.
+        self._pwrite(data, pos)
         self.wrote = self.committed = end
         return pos
 
@@ -184,12 +207,51 @@ class MappedFile:
             return target
 
     def _pwrite(self, data: bytes | bytearray | memoryview, pos: int) -> None:
-        fd = self._fd
-        assert fd is not None
+        """All of ``data`` at ``pos`` or nothing (``disk.pwrite_all``)."""
+        if self._fd is not None:
+            disk.pwrite_all(self._fd, data, pos, self.path)
+        else:
+            WRITE_FDS.pwrite(self.path, data, pos)
+
+    def try_allocate(self) -> bool:
+        """Give the whole segment its blocks (a segment opened from disk, which may be sparse:
+        an older store or a Java broker's); False, logged, when the disk is full."""
+        if self.allocated >= self.file_size or self._fd is None:
+            return self.allocated >= self.file_size
         try:
-            _pwrite_all(fd, data, pos)
-        except OSError as e:
-            raise StoreError(f"write to segment {self.path} failed: {e}") from e
+            disk.allocate(self._fd, 0, self.file_size, self.path, "allocate a segment:")
+        except StoreError as e:
+            log.warning("segment %s stays sparse: %s", self.path, e)
+            return False
+        self.allocated = self.file_size
+        return True
+
+    def reserve(self, end: int) -> DiskFullError | None:
+        """Make sure ``[0, end)`` has disk blocks before it is written (``DiskFullError`` if not:
+        then nothing is written), and keep some blocks beyond it (a quarter of ``end``, one page
+        to 1 MiB). Returns the error when only that headroom could not be allocated: the write
+        may go on, but the disk is about to be full."""
+        size = self.file_size
+        ahead = min(max(OS_PAGE_SIZE, end // 4), RESERVE_AHEAD_MAX)
+        if end > self.allocated:
+            self._allocate_to(min(size, _page_up(end)))
+        if end + ahead // 2 <= self.allocated or self.allocated >= size:
+            return None
+        try:
+            self._allocate_to(min(size, _page_up(end + ahead)))
+        except DiskFullError as e:
+            return e
+        return None
+
+    def _allocate_to(self, target: int) -> None:
+        start = self.allocated
+        if target <= start:
+            return
+        if self._fd is not None:
+            disk.allocate(self._fd, start, target - start, self.path)
+        else:
+            WRITE_FDS.allocate(self.path, start, target - start)
+        self.allocated = max(self.allocated, target)
 
     def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
         """Write at a position with ``pwrite`` (ConsumeQueue units, rewritten in place on
@@ -199,13 +261,7 @@ class MappedFile:
         end = pos + len(data)
         if end > self.file_size:
             raise StoreError(f"write of {len(data)} bytes at {pos} overruns segment {self.path.name}")
-        if self._fd is not None:
-            self._pwrite(data, pos)
-        else:
-            try:
-                WRITE_FDS.pwrite(self.path, data, pos)
-            except OSError as e:
-                raise StoreError(f"write to segment {self.path} failed: {e}") from e
+        self._pwrite(data, pos)
         self.wrote = self.committed = max(self.wrote, end)
 
     def warm(self) -> None:
@@ -252,25 +308,52 @@ class MappedFile:
     def read(self, pos: int, size: int) -> bytes:
         return self.mm[pos : pos + size]
 
+    def pread(self, pos: int, size: int) -> bytes:
+        """Read with ``pread``, not through the mapping: for ranges that may be holes (on tmpfs a
+        read fault on a hole allocates a page: a SIGBUS on a full disk)."""
+        with self._read_fd() as fd:
+            return os.pread(fd, size, pos)
+
+    def read_all(self) -> bytes | mmap.mmap:
+        """The whole segment, its holes read as zeros without touching them (``pread``)."""
+        if self.allocated >= self.file_size:
+            return self.mm[: self.file_size]
+        with self._read_fd() as fd:
+            return disk.read_sparse(fd, self.file_size)
+
+    @contextlib.contextmanager
+    def _read_fd(self) -> Iterator[int]:
+        if self._fd is not None:
+            yield self._fd
+            return
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
     # -- lifecycle ---------------------------------------------------------------------------
 
     def truncate_to(self, pos: int, zero_run_stop: int | None = None) -> None:
         """Zero everything from ``pos`` on and set the positions there (recovery of a torn tail).
+        Bytes are compared and zeroed with ``pread``/``pwrite``, never through the mapping (the
+        rest may be holes); only chunks that hold data are written, and their blocks exist.
 
         With ``zero_run_stop``, stop after that many bytes of zeros in a row: a segment is written
         front to back into a pre-allocated (zero) file, so past the longest zero run a record can
         hold, nothing was ever written. That spares reading the rest of a 1 GiB segment."""
         end = self.file_size
         zeros_seen = 0
-        for p in range(pos, end, _WARM_CHUNK):
-            n = min(_WARM_CHUNK, end - p)
-            if self.mm[p : p + n] != _ZEROS[:n]:
-                self.mm[p : p + n] = _ZEROS[:n]
-                zeros_seen = 0
-            else:
-                zeros_seen += n
-                if zero_run_stop is not None and zeros_seen > zero_run_stop:
-                    break
+        with self._read_fd() as fd:
+            for p in range(pos, end, _WARM_CHUNK):
+                n = min(_WARM_CHUNK, end - p)
+                if os.pread(fd, n, p) != _ZEROS[:n]:
+                    self._pwrite(_ZEROS[:n], p)
+                    zeros_seen = 0
+                else:
+                    zeros_seen += n
+                    if zero_run_stop is not None and zeros_seen > zero_run_stop:
+                        break
         self.wrote = self.committed = pos
         self.flushed = min(self.flushed, pos)
         self._pending = []

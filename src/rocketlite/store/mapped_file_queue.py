@@ -16,6 +16,7 @@ from concurrent.futures import Future
 from pathlib import Path
 
 from rocketlite.common.errors import StoreError
+from rocketlite.store import disk
 from rocketlite.store.mapped_file import MappedFile, offset_to_file_name
 
 log = logging.getLogger(__name__)
@@ -23,22 +24,36 @@ _NAME = re.compile(r"^\d{20}$")
 
 
 class Allocator:
-    """Creates and warms the next segment on a background thread, one request ahead."""
+    """Creates (and warms) the next segment on a background thread, one request ahead, so that a
+    full disk is known before the current segment is: ``on_failure(path, size, error)`` hears of
+    a failed preparation at once (the store refuses writes and retries with ``prepare_now``)."""
 
-    def __init__(self, warm: bool) -> None:
+    def __init__(
+        self, warm: bool, on_failure: Callable[[Path, int, StoreError], None] | None = None
+    ) -> None:
         self._warm = warm
         self._pending: dict[Path, Future[MappedFile]] = {}
         self._lock = threading.Lock()
         self._closed = False
+        self.on_failure = on_failure
+
+    def _create(self, path: Path, size: int) -> MappedFile:
+        mf = MappedFile(path, size)
+        if self._warm:
+            try:
+                mf.warm()
+            except OSError as e:
+                mf.close()  # its blocks are allocated: the next take reuses the file
+                raise disk.write_error(path, "warm the segment", e) from e
+        return mf
 
     def _make(self, path: Path, size: int, fut: Future[MappedFile]) -> None:
         try:
-            mf = MappedFile(path, size)
-            if self._warm:
-                mf.warm()
-            fut.set_result(mf)
+            fut.set_result(self._create(path, size))
         except BaseException as e:  # noqa: BLE001 - handed to the waiting writer
             fut.set_exception(e)
+            if isinstance(e, StoreError) and self.on_failure is not None:
+                self.on_failure(path, size, e)
 
     def prepare(self, path: Path, size: int) -> None:
         with self._lock:
@@ -50,12 +65,36 @@ class Allocator:
             target=self._make, args=(path, size, fut), name="segment-allocator", daemon=True
         ).start()
 
+    def prepare_now(self, path: Path, size: int) -> None:
+        """Prepare on this thread (a retry after a failure); raises ``DiskFullError`` again if
+        there is still no room. A segment that is already prepared or in use is left alone."""
+        with self._lock:
+            fut = self._pending.get(path)
+            if self._closed or (fut is not None and (not fut.done() or fut.exception() is None)):
+                return
+            if fut is None and path.exists():
+                return
+        mf = self._create(path, size)
+        done: Future[MappedFile] = Future()
+        done.set_result(mf)
+        with self._lock:
+            current = self._pending.get(path)
+            if not self._closed and (current is None or current is fut):
+                self._pending[path] = done
+                return
+        mf.close()  # closed meanwhile, or prepared by another thread
+
     def take(self, path: Path, size: int) -> MappedFile:
+        """The prepared segment, or one created now (also when its preparation failed: space may
+        have returned since). ``DiskFullError`` if the disk is still full."""
         with self._lock:
             fut = self._pending.pop(path, None)
-        if fut is None:
-            return MappedFile(path, size)
-        return fut.result()
+        if fut is not None:
+            try:
+                return fut.result()
+            except StoreError:
+                pass
+        return self._create(path, size)
 
     def close(self) -> None:
         with self._lock:
@@ -65,6 +104,8 @@ class Allocator:
         for fut in pending:
             try:
                 fut.result().close()
+            except StoreError:
+                pass  # its preparation failed: nothing to close
             except Exception:
                 log.exception("closing a pre-allocated segment failed")
 
@@ -83,6 +124,9 @@ class MappedFileQueue:
         self.file_size = file_size
         self.allocator = allocator
         self.files: list[MappedFile] = []
+        # Segments created ahead of ``files`` so that an append knows it has room before it
+        # writes anything (``reserve``); ``next_file`` takes them first.
+        self._spare: list[MappedFile] = []
         self.on_new_file: Callable[[MappedFile], None] | None = None
 
     # -- loading -----------------------------------------------------------------------------
@@ -109,6 +153,8 @@ class MappedFileQueue:
                 raise StoreError(f"segment {path} does not follow the previous segment")
             self.files.append(MappedFile(path, self.file_size, create=False, hold_fd=self.hold_fd))
             expected = start + self.file_size
+        if self.files and self.hold_fd:
+            self.files[-1].try_allocate()  # the one that is written to next (earlier: full)
 
     # -- positions ---------------------------------------------------------------------------
 
@@ -149,29 +195,45 @@ class MappedFileQueue:
         return self.files[-1] if self.files else None
 
     def next_file(self, start_offset: int = 0) -> MappedFile:
-        """The segment to append to: the last one unless full, else a new one."""
+        """The segment to append to: the last one unless full, else a new one (``DiskFullError``
+        when it cannot be created)."""
         last = self.last()
         if last is not None and not last.is_full():
             return last
+        mf = self._spare.pop(0) if self._spare else self._create(self._path_after(last, start_offset))
+        self.files = [*self.files, mf]
+        self.prepare_next()
+        if self.on_new_file is not None:
+            self.on_new_file(mf)
+        return mf
+
+    def _path_after(self, last: MappedFile | None, start_offset: int = 0) -> Path:
         if last is not None:
             start = last.file_from_offset + self.file_size
         else:
             start = start_offset - start_offset % self.file_size
+        return self.directory / offset_to_file_name(start)
+
+    def _create(self, path: Path) -> MappedFile:
         self.directory.mkdir(parents=True, exist_ok=True)
-        path = self.directory / offset_to_file_name(start)
-        mf = (
-            self.allocator.take(path, self.file_size)
-            if self.allocator is not None
-            else MappedFile(path, self.file_size, hold_fd=self.hold_fd)
-        )
-        self.files = [*self.files, mf]
         if self.allocator is not None:
-            self.allocator.prepare(
-                self.directory / offset_to_file_name(start + self.file_size), self.file_size
-            )
-        if self.on_new_file is not None:
-            self.on_new_file(mf)
-        return mf
+            return self.allocator.take(path, self.file_size)
+        return MappedFile(path, self.file_size, hold_fd=self.hold_fd)
+
+    def prepare_next(self) -> None:
+        """Have the allocator create the segment after the last one (and the spares) ahead."""
+        if self.allocator is not None and self.files:
+            last = self._spare[-1] if self._spare else self.files[-1]
+            self.allocator.prepare(self._path_after(last), self.file_size)
+
+    def reserve(self, count: int) -> None:
+        """Make sure ``count`` segments after the last one exist (created now if the allocator
+        has not prepared them), so that an append rolling into them cannot fail halfway.
+        ``DiskFullError`` if one cannot be created; nothing is written then."""
+        while len(self._spare) < count:
+            last = self._spare[-1] if self._spare else self.last()
+            self._spare.append(self._create(self._path_after(last)))
+        self.prepare_next()
 
     def find(self, offset: int) -> MappedFile | None:
         """The segment holding ``offset``, or None if it was deleted or not yet written."""
@@ -237,6 +299,7 @@ class MappedFileQueue:
         return mf
 
     def close(self) -> None:
-        for mf in self.files:
+        for mf in [*self.files, *self._spare]:
             mf.close()
         self.files = []
+        self._spare = []

@@ -10,6 +10,12 @@ Start-up: lock the store, open files, recover (see ``recovery``), trim ConsumeQu
 the CommitLog's valid end, re-dispatch what they miss, then write the ``abort`` file that marks a
 running store. Shutdown drains dispatch, flushes everything, writes the checkpoint and removes
 ``abort``.
+
+A full disk refuses writes, never kills the process: ``gate`` (a ``WriteGate``) collects why
+(retention's disk ratio, a CommitLog segment that could not be allocated ahead, a dispatcher that
+cannot write or reserve ConsumeQueue/index blocks), ``_check_writable`` raises ``DiskFullError``
+with the first reason, and each source clears itself (or is retried every second by the retention
+thread) once space returns. Reads never look at it.
 """
 
 from __future__ import annotations
@@ -29,11 +35,12 @@ from rocketlite.common.errors import (
     FlushError,
     FormatError,
     StoreClosedError,
+    StoreError,
 )
 from rocketlite.formats import message_record as rec
 from rocketlite.formats.message_id import decode_message_id, encode_message_id
 from rocketlite.formats.properties import KEYS, UNIQ_KEY, decode_properties
-from rocketlite.store import store_files
+from rocketlite.store import disk, store_files
 from rocketlite.store.checkpoint import StoreCheckpoint
 from rocketlite.store.commitlog import CommitLog, now_ms
 from rocketlite.store.config import StoreConfig
@@ -46,6 +53,7 @@ from rocketlite.store.mapped_file_queue import Allocator
 from rocketlite.store.message import AppendResult, BatchAppendResult, MessageBatch, MessageToStore
 from rocketlite.store.recovery import RecoveryResult, recover_commitlog
 from rocketlite.store.retention import RetentionService
+from rocketlite.store.write_gate import WriteGate
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +63,7 @@ log = logging.getLogger(__name__)
 # from the CommitLog.
 CQ_FLUSH_LEAST_BYTES = 2 * 4096
 CQ_THOROUGH_FLUSH_INTERVAL_S = 60.0
+NEW_QUEUE_ROOM = 64 << 10  # free bytes a message for a new queue needs (its first unit's block)
 
 
 def _raise_open_file_limit() -> None:
@@ -87,7 +96,9 @@ class MessageStore:
         self.config = config
         self.clock = clock
         self._lock_file = store_files.StoreLock()
-        self.allocator = Allocator(warm=config.warm_mapped_file_enable)
+        self.gate = WriteGate()
+        self.allocator = Allocator(warm=config.warm_mapped_file_enable,
+                                   on_failure=self._segment_failed)
         self.commitlog = CommitLog(config, self.allocator, clock)
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._queues_lock = threading.Lock()
@@ -99,7 +110,7 @@ class MessageStore:
         )
         self.checkpoint: StoreCheckpoint | None = None
         self.dispatcher = Dispatcher(
-            self.commitlog, self.consume_queue, self.index, self._dispatch_limit
+            self.commitlog, self.consume_queue, self.index, self._dispatch_limit, self.gate
         )
         self.flusher = FlushService(
             self.commitlog,
@@ -113,7 +124,6 @@ class MessageStore:
             periodic_interval_ms=config.flush_interval_consume_queue,
             on_committed=self.dispatcher.wake,
         )
-        self.write_refused: str | None = None  # set by retention when the disk is too full
         self.retention = RetentionService(self, disk_usage)
         self.recovery: RecoveryResult | None = None
         self._next_thorough_flush = 0.0
@@ -121,6 +131,17 @@ class MessageStore:
         # ASYNC_FLUSH without the transient pool: appended records are dispatchable at once, so
         # the appender dispatches them itself (see Dispatcher.dispatch_inline).
         self.inline_dispatch = not config.sync_flush and not config.transient_store_pool_enable
+
+    @property
+    def write_refused(self) -> str | None:
+        """Why writes are refused right now (a full disk), or None."""
+        return self.gate.reason
+
+    def _segment_failed(self, path: Path, size: int, error: StoreError) -> None:
+        """The allocator could not create the next CommitLog segment ahead: refuse writes now,
+        while the current segment still has room, and retry every second."""
+        self.gate.refuse("commitlog", str(error),
+                         lambda: self.allocator.prepare_now(path, size))
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -173,12 +194,20 @@ class MessageStore:
         dispatch_from = max(min(dispatch_from, valid_end), self.commitlog.min_offset)
         log.info("dispatching CommitLog [%d, %d) to rebuild queues", dispatch_from, valid_end)
         self.dispatcher.dispatch_from = dispatch_from
-        self.dispatcher.dispatch_available(valid_end)
-        cl_min = self.commitlog.min_offset
         table = self.commitlog.topic_queue_table
+        try:
+            self.dispatcher.dispatch_available(valid_end)
+        except StoreError as e:
+            # A full disk: start anyway (reads work), refusing writes until the dispatcher
+            # thread has caught up; queue offsets of what is not dispatched yet come from the
+            # records themselves.
+            self.dispatcher.gate.refuse("dispatch", f"queues are not rebuilt yet: {e}")
+            table.update(self.dispatcher.queue_ends(valid_end))
+        cl_min = self.commitlog.min_offset
         for key, cq in self.queues.items():
             cq.correct_min_offset(cl_min)
-            table[key] = cq.max_offset
+            table[key] = max(table.get(key, 0), cq.max_offset)
+        self.commitlog.files.prepare_next()  # the segment after the last, ahead of need
         self.flush_queues()
 
     def _load_queues(self) -> None:
@@ -201,7 +230,11 @@ class MessageStore:
         self.retention.shutdown()
         self.flusher.shutdown()
         self.dispatcher.shutdown()
-        self.dispatcher.dispatch_available(self.commitlog.max_offset)
+        try:
+            self.dispatcher.dispatch_available(self.commitlog.max_offset)
+        except StoreError as e:  # a full disk: the next start re-dispatches the rest
+            log.error("shutdown: dispatch stopped at CommitLog offset %d: %s",
+                      self.dispatcher.dispatch_from, e)
         self.flush_queues()
         self.allocator.close()
         self.commitlog.close()
@@ -283,21 +316,36 @@ class MessageStore:
     def _check_writable(self) -> None:
         if not self.running:
             raise StoreClosedError("the store is not running")
-        if self.write_refused is not None:
-            raise DiskFullError(self.write_refused)
+        if self.gate.reason is not None:
+            raise DiskFullError(self.gate.reason)
         err = self.flusher.last_error
         if err is not None and not self.config.sync_flush:
             raise FlushError(f"the store cannot write to disk: {err}")
 
+    def _check_new_queue(self) -> None:
+        """A message for a queue without a ConsumeQueue yet: its first file needs a block, so
+        refuse it now on a disk that has none left, rather than starve the dispatcher later."""
+        free = disk.free_bytes(self.config.consume_queue_dir)
+        if free is not None and free < NEW_QUEUE_ROOM:
+            raise DiskFullError(f"the disk is full: {free} bytes free for a new ConsumeQueue "
+                                f"under {self.config.consume_queue_dir}")
+
     def put_messages(self, msgs: Sequence[MessageToStore]) -> PutResult:
         """Append a batch. Under SYNC_FLUSH, ``PutResult.flushed`` completes when it is durable."""
         self._check_writable()
+        queues = self.queues
+        for m in msgs:
+            if (m.topic, m.queue_id) not in queues:
+                self._check_new_queue()
+                break
         results = self.commitlog.append(msgs)
         return PutResult(results, self._appended(results[-1].end_offset) if results else None)
 
     def put_batch(self, batch: MessageBatch) -> PutBatchResult:
         """Append a batch of one topic and queue (SEND_BATCH_MESSAGE); see ``put_messages``."""
         self._check_writable()
+        if (batch.topic, batch.queue_id) not in self.queues:
+            self._check_new_queue()
         result = self.commitlog.append_batch(batch)
         return PutBatchResult(result, self._appended(result.end_offset))
 

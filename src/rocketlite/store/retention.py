@@ -4,7 +4,9 @@ One ``run_once`` (every ``cleanResourceInterval``, 10 s, or on a manual trigger)
 
 1. Measure disk use of the store's filesystem (the probe is injectable for tests).
    Above ``diskSpaceWarningLevelRatio`` (90 %) the store refuses writes with an error naming the
-   path, the ratio and the threshold; below it again, writes resume by themselves.
+   path, the ratio and the threshold; below it again, writes resume by themselves. (The other
+   full-disk refusals, a segment or blocks that could not be allocated ahead, are retried by this
+   thread every second while they last: ``WriteGate.retry``.)
 2. Delete when it is ``deleteWhen`` o'clock (04), when use passes ``diskMaxUsedSpaceRatio`` (75 %),
    or on a manual trigger. Only files older than ``fileReservedTime`` (72 h) go, unless use passes
    ``diskSpaceCleanForciblyRatio`` (85 %): then the oldest go regardless of age.
@@ -35,6 +37,8 @@ if TYPE_CHECKING:
     from rocketlite.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
+
+RETRY_S = 1.0  # how often a failed allocation is retried while writes are refused
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,19 +73,17 @@ class RetentionService:
     def _update_write_gate(self, ratio: float) -> bool:
         cfg = self.store.config
         limit = cfg.disk_space_warning_level_ratio / 100
+        gate = self.store.gate
         if ratio > limit:
-            msg = (
+            gate.refuse("disk", (
                 f"disk holding the store {cfg.store_path_root_dir} is {ratio:.1%} full, above "
                 f"diskSpaceWarningLevelRatio {cfg.disk_space_warning_level_ratio}%: writes are "
                 "refused until space is freed"
-            )
-            if self.store.write_refused is None:
-                log.error(msg)
-            self.store.write_refused = msg
+            ))
             return True
-        if self.store.write_refused is not None:
-            log.warning("disk use is %.1f%%, below the limit again: writes resume", ratio * 100)
-            self.store.write_refused = None
+        if gate.refused("disk"):
+            log.warning("disk use is %.1f%%, below the limit again", ratio * 100)
+            gate.clear("disk")
         return False
 
     def run_once(self, manual: bool = False) -> RetentionReport:
@@ -153,7 +155,16 @@ class RetentionService:
 
     def _run(self) -> None:
         interval = self.store.config.clean_resource_interval / 1000
-        while not self._stop.wait(interval):
+        gate = self.store.gate
+        next_run = time.monotonic() + interval
+        while True:  # wakes every RETRY_S: a refusal with a retry may have come meanwhile
+            if self._stop.wait(max(0.0, min(next_run - time.monotonic(), RETRY_S))):
+                return
+            if gate.retry_pending:
+                gate.retry()  # space may have returned: allocate what was missing
+            if time.monotonic() < next_run:
+                continue
+            next_run = time.monotonic() + interval
             try:
                 self.run_once()
             except Exception:  # retention must keep running

@@ -21,6 +21,7 @@ from pathlib import Path
 import orjson
 
 from rocketlite.common.errors import StoreLockedError
+from rocketlite.store import disk
 from rocketlite.store.config import StoreConfig
 
 log = logging.getLogger(__name__)
@@ -38,10 +39,13 @@ def fsync_dir(path: Path) -> None:
 
 
 def _write_durably(path: Path, data: bytes) -> None:
-    with path.open("wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    """Write ``path`` whole and fsync it (``OSError``, ENOSPC on a full disk)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        disk.write_all(fd, data, 0)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 # -- lock --------------------------------------------------------------------------------------
@@ -83,9 +87,8 @@ class StoreLock:
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        except BaseException:
-            os.close(fd)
-            raise
+        except OSError as e:  # the pid is for people; the lock is the flock (a full disk)
+            log.warning("cannot write the pid into %s: %s", path, e)
         self._fd, self._root = fd, root
 
     def release(self) -> None:
@@ -123,9 +126,10 @@ def atomic_write_bytes(
 ) -> None:
     """Write a config file so that a crash leaves the old or the new content.
 
-    Write ``<path>.tmp`` and fsync it; copy the current ``path`` (if ``is_valid`` accepts it) to
-    ``<path>.bak`` and fsync it; rename the temp file over ``path``; fsync the directory. A corrupt
-    current file is not copied, so ``.bak`` keeps the last good version.
+    Write ``<path>.tmp`` and fsync it; make the current ``path`` (if ``is_valid`` accepts it) the
+    new ``<path>.bak``; rename the temp file over ``path``; fsync the directory. A corrupt current
+    file is not kept, so ``.bak`` keeps the last good version. On a full disk this raises
+    ``OSError`` (ENOSPC) and leaves ``path`` and ``.bak`` as they were.
     """
     tmp = path.with_suffix(path.suffix + ".tmp")
     try:
@@ -136,7 +140,7 @@ def atomic_write_bytes(
             current = None
         if current is not None:
             if is_valid(current):
-                _write_durably(_bak(path), current)
+                _keep_as_backup(path, current)
             else:
                 log.warning("%s is corrupt; not copying it over %s", path, _bak(path))
         os.replace(tmp, path)
@@ -145,6 +149,24 @@ def atomic_write_bytes(
             tmp.unlink()
         raise
     fsync_dir(path.parent)
+
+
+def _keep_as_backup(path: Path, current: bytes) -> None:
+    """Make ``path``'s current content the ``.bak``: a hard link (no data to write: works on a
+    full disk, and a failure leaves the old ``.bak`` whole), else a copy through a temp file."""
+    bak = _bak(path)
+    tmp = bak.with_suffix(bak.suffix + ".tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        try:
+            os.link(path, tmp)
+        except OSError:
+            _write_durably(tmp, current)  # no hard links on this filesystem
+        os.replace(tmp, bak)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 def read_json(
@@ -210,12 +232,8 @@ def disk_usage_ratio(path: Path) -> float:
     As ``UtilAll.getDiskPartitionSpaceUsedPercent``: used = total - free, out of used + the space
     available to unprivileged users, rounded up to a whole percent.
     """
-    path = Path(path).absolute()
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    st = os.statvfs(path)
-    used = (st.f_blocks - st.f_bfree) * st.f_frsize
-    entire = used + st.f_bavail * st.f_frsize
-    if st.f_blocks == 0 or entire <= 0:
+    used, available = disk.space(path)
+    entire = used + available
+    if entire <= 0:
         return 0.0
     return min(1.0, -(-used * 100 // entire) / 100)

@@ -48,6 +48,7 @@ from rocketlite.formats import message_record as rec
 from rocketlite.formats.checkpoint_layout import CHECKPOINT
 from rocketlite.formats.consume_queue_unit import CQ_UNIT, CQ_UNIT_SIZE, is_valid_unit
 from rocketlite.formats.index_layout import INDEX_ENTRY, INDEX_ENTRY_SIZE, INDEX_HEADER, INDEX_SLOT_SIZE
+from rocketlite.store import disk
 
 SEGMENT_NAME_DIGITS = 20
 BOUND_FLUSHED = "flushed"
@@ -58,11 +59,17 @@ _DEFAULT_ENTRIES_PER_SLOT = 4  # maxIndexNum = 4 x maxHashSlotNum, RocketMQ's de
 
 @contextlib.contextmanager
 def mapped(path: Path) -> Iterator[mmap.mmap | bytes]:
-    """``path`` mapped read-only (``b""`` for an empty file), unmapped on exit."""
+    """``path`` mapped read-only (``b""`` for an empty file), unmapped on exit. A file with holes
+    (a ConsumeQueue, an IndexFile not yet full) is copied instead (``disk.read_sparse``: only its
+    data): on tmpfs reading a hole through a mapping allocates a page, a SIGBUS on a full disk."""
     with path.open("rb") as f:
         size = f.seek(0, 2)
         if size == 0:
             yield b""
+            return
+        if disk.is_sparse(f.fileno()):
+            with disk.read_sparse(f.fileno(), size) as copy:
+                yield copy
             return
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             yield mm

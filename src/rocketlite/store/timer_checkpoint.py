@@ -35,7 +35,7 @@ class TimerCheckpoint:
         self._closed = False
         self._file = FixedFile(self.path, TIMER_CHECKPOINT_FILE_SIZE)
         self.existed = self._file.size_at_open > 0
-        head = self._file.mm[:TIMER_CHECKPOINT.size]  # a short file was extended with zeros
+        head = self._file.mapping[:TIMER_CHECKPOINT.size]  # a short file was extended with zeros
         data = decode_checkpoint(head)
         self.last_read_time_ms = data.last_read_time_ms
         self.last_timer_log_flush_pos = data.last_timer_log_flush_pos
@@ -67,7 +67,7 @@ class TimerCheckpoint:
         with self._lock:
             if self._closed:
                 raise ValueError(f"timer checkpoint {self.path} is closed")
-            TIMER_CHECKPOINT.pack_into(self._file.mm, 0, *self.data())
+            TIMER_CHECKPOINT.pack_into(self._file.mapping, 0, *self.data())
             self._file.sync()
 
     def close(self, flush: bool = True) -> None:

@@ -8,10 +8,12 @@ left from an earlier turn of the wheel reads as empty. Units are only linked up 
 the reader is at most ``slots_total`` ticks behind (recovery clamps it), so the doubled size keeps
 two live times from ever sharing a slot.
 
-Slots are read and written in place through the mapping: the pages live in the page cache, so a
+Slots are read with ``pread`` and written in place with ``pwrite``, into the page cache, so a
 killed process loses nothing written, and ``flush`` (fdatasync) makes them durable. Java keeps a
-heap copy and writes the differences at each flush; here each write is one ``pack_into``. The file
-is created sparse (5.x's default of 604,800 slots is 38.7 MB, mostly never touched).
+heap copy and writes the differences at each flush; here each write is one ``pwrite``. The file is
+created sparse (5.x's default of 604,800 slots is 38.7 MB, mostly never touched) and not mapped: a
+write through a mapping to a page without a block is a SIGBUS on a full disk (on tmpfs a read is
+too), a ``pwrite`` is a ``DiskFullError`` that the timer's threads retry.
 
 One writer (the enqueue thread) and one reader (the dequeue thread) work on different slots (the
 writer only on times at or after the write time, the reader only before it), so slots need no lock.
@@ -48,8 +50,7 @@ class TimerWheel:
                 f"timer wheel {self.path} is {size} bytes, expected {self.length} "
                 f"({slots_total} x 2 slots of {SLOT_SIZE} bytes): was it written with another "
                 "slot count?")
-        self._file = FixedFile(self.path, self.length)  # created sparse: untouched slots cost no disk
-        self._mm = self._file.mm
+        self._file = FixedFile(self.path, self.length, sparse=True)  # untouched slots cost no disk
         self._closed = False
 
     # -- slots -------------------------------------------------------------------------------
@@ -57,24 +58,29 @@ class TimerWheel:
     def slot_index(self, time_ms: int) -> int:
         return time_ms // self.precision_ms % self.slot_count
 
+    def _read_slot(self, time_ms: int) -> tuple[int, int, int, int, int]:
+        raw = self._file.pread(self.slot_index(time_ms) * SLOT_SIZE, SLOT_SIZE)
+        fields: tuple[int, int, int, int, int] = SLOT.unpack(raw.ljust(SLOT_SIZE, b"\0"))
+        return fields
+
     def get_raw_slot(self, time_ms: int) -> Slot:
-        units, first, last, num, magic = SLOT.unpack_from(self._mm, self.slot_index(time_ms) * SLOT_SIZE)
+        units, first, last, num, magic = self._read_slot(time_ms)
         return Slot(units * self.precision_ms, first, last, num, magic)
 
     def get_slot(self, time_ms: int) -> Slot:
         """The slot of ``time_ms``, or ``EMPTY_SLOT`` if it holds another time (or nothing)."""
-        units, first, last, num, magic = SLOT.unpack_from(self._mm, self.slot_index(time_ms) * SLOT_SIZE)
+        units, first, last, num, magic = self._read_slot(time_ms)
         if units != time_ms // self.precision_ms:
             return EMPTY_SLOT
         return Slot(units * self.precision_ms, first, last, num, magic)
 
     def put_slot(self, time_ms: int, first_pos: int, last_pos: int, num: int = 0,
                  magic: int = 0) -> None:
-        SLOT.pack_into(self._mm, self.slot_index(time_ms) * SLOT_SIZE,
-                       time_ms // self.precision_ms, first_pos, last_pos, num, magic)
+        self._file.pwrite(SLOT.pack(time_ms // self.precision_ms, first_pos, last_pos, num, magic),
+                          self.slot_index(time_ms) * SLOT_SIZE)
 
     def clear_slot(self, time_ms: int) -> None:
-        SLOT.pack_into(self._mm, self.slot_index(time_ms) * SLOT_SIZE, 0, BLANK, BLANK, 0, 0)
+        self._file.pwrite(SLOT.pack(0, BLANK, BLANK, 0, 0), self.slot_index(time_ms) * SLOT_SIZE)
 
     def revise_slot(self, time_ms: int, first_pos: int, last_pos: int, force: bool) -> None:
         """Set the slot's first/last position (``IGNORE`` keeps one) if it holds ``time_ms``; with
@@ -97,7 +103,8 @@ class TimerWheel:
         wheel may point at TimerLog bytes that never reached the disk. The scan runs over an array
         copy of the file: C-speed slicing and ``max``, Python only for the suspects."""
         longs = array("q")
-        longs.frombytes(self._mm)
+        with self._file.read_all() as copy:
+            longs.frombytes(copy)
         if sys.byteorder == "little":
             longs.byteswap()
         lasts = longs[2::4]

@@ -1,0 +1,73 @@
+"""WriteGate: why the store refuses writes right now, one reason per source.
+
+Sources: ``disk`` (retention: use above diskSpaceWarningLevelRatio), ``commitlog`` (the next
+CommitLog segment could not be allocated ahead), ``dispatch`` (the dispatcher could not write a
+ConsumeQueue or the index, or could not reserve their blocks ahead). Appends check ``reason``
+(one attribute read); readers never look at it. A refusal may carry a ``retry``: the retention
+thread calls ``retry`` every second while one is pending, so writes resume by themselves once
+space returns; the others clear when their source succeeds again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from rocketlite.common.errors import StoreError
+
+log = logging.getLogger(__name__)
+
+Retry = Callable[[], None]
+
+
+class WriteGate:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._refusals: dict[str, tuple[str, Retry | None]] = {}
+        self.reason: str | None = None  # the first refusal's reason; None: writes are allowed
+
+    def refuse(self, source: str, reason: str, retry: Retry | None = None) -> None:
+        """Refuse writes because of ``source`` (logged once, when it starts)."""
+        with self._lock:
+            new = source not in self._refusals
+            self._refusals[source] = (reason, retry)
+            self._update()
+        if new:
+            log.error("refusing writes: %s", reason)
+
+    def clear(self, source: str) -> None:
+        with self._lock:
+            was = self._refusals.pop(source, None)
+            self._update()
+        if was is not None:
+            log.warning("%s: writes resume (%s)", source,
+                        "still refused: " + self.reason if self.reason else "none refused")
+
+    def refused(self, source: str) -> bool:
+        return source in self._refusals
+
+    @property
+    def retry_pending(self) -> bool:
+        return any(retry is not None for _, retry in self._refusals.values())
+
+    def retry(self) -> None:
+        """Run every pending retry; a retry that succeeds clears its source."""
+        with self._lock:
+            pending = [(s, r) for s, (_, r) in self._refusals.items() if r is not None]
+        for source, fn in pending:
+            try:
+                fn()
+            except StoreError as e:
+                with self._lock:
+                    if source in self._refusals:
+                        self._refusals[source] = (str(e), fn)
+                        self._update()
+                continue
+            except Exception:
+                log.exception("retrying %s failed", source)
+                continue
+            self.clear(source)
+
+    def _update(self) -> None:
+        self.reason = next(iter(self._refusals.values()))[0] if self._refusals else None

@@ -30,15 +30,15 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    """``python -m rocketlite ARGS`` with stdout read by a thread (for the ready line) and
-    stderr (the log) in a file; killed at exit if still running."""
+    """``python -m rocketlite ARGS`` (or another ``module``) with stdout read by a thread (for the
+    ready line) and stderr (the log) in a file; killed at exit if still running."""
 
-    def __init__(self, args: list[str], log_path: Path) -> None:
+    def __init__(self, args: list[str], log_path: Path, module: str = "rocketlite") -> None:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), PYTHONUNBUFFERED="1")
         self.log_path = log_path
         self._log = log_path.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rocketlite", *args],
+            [sys.executable, "-m", module, *args],
             stdout=subprocess.PIPE, stderr=self._log, env=env, text=True,
         )
         self.lines: list[str] = []

@@ -11,6 +11,9 @@
 ``disk_kinds()`` is what the current user can have: the real filesystems as root, the quota layer
 otherwise. Whatever is mounted is unmounted (and its image removed) on the way out, also when the
 test fails.
+
+``python -m diskhelp ROOT LIMIT ARGS...`` runs ``rocketlite ARGS`` with the quota layer installed:
+a broker on a "small disk" for tests that cannot mount one.
 """
 
 from __future__ import annotations
@@ -32,6 +35,10 @@ def is_root() -> bool:
 
 
 def disk_kinds() -> list[str]:
+    """``ROCKETLITE_TEST_DISK=quota`` (or tmpfs, ext4) picks one, e.g. to try the quota layer
+    as root."""
+    if kind := os.environ.get("ROCKETLITE_TEST_DISK"):
+        return [kind]
     return ["tmpfs", "ext4"] if is_root() else ["quota"]
 
 
@@ -141,3 +148,13 @@ def small_disk(kind: str, tmp_path: Path) -> Iterator[SmallDisk]:
         except subprocess.CalledProcessError:
             _run("umount", "-l", str(root))  # something still holds it: detach it anyway
         image.unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    import sys
+
+    from rocketlite.cli.main import main
+
+    disk.install(QuotaLayer(Path(sys.argv[1]), int(sys.argv[2])))
+    sys.argv = ["rocketlite", *sys.argv[3:]]
+    main()

@@ -205,7 +205,9 @@ class CommitLog:
             base = mf.file_from_offset
             start = mf.wrote
             free = mf.file_size - start - rec.END_FILE_MIN_BLANK_LENGTH
-            self._reserve(list(map(_size, map(_struct_of, prepared))), free)
+            if (prepared[0][3].size if len(prepared) == 1 else
+                    sum(map(_size, map(_struct_of, prepared)))) > free:
+                self._reserve(list(map(_size, map(_struct_of, prepared))), free)
             queued: list[tuple[str, int]] = []  # queue offsets taken by records not yet written
             chunks: list[bytes] = []
             add_chunk = chunks.append
@@ -252,8 +254,6 @@ class CommitLog:
 
     def _reserve(self, sizes: list[int], free: int) -> None:
         """Before an append writes anything: create every segment it will roll into."""
-        if sum(sizes) <= free:
-            return
         room = self.config.mapped_file_size_commit_log - rec.END_FILE_MIN_BLANK_LENGTH
         rolls = 0
         for size in sizes:
@@ -318,7 +318,9 @@ class CommitLog:
             mid = rec.batch_mid(*born, now, self.store_host, self.store_port)
             qbase = self.topic_queue_table.get(key, 0)
             mf = self.files.next_file(0)
-            self._reserve(sizes, mf.file_size - mf.wrote - rec.END_FILE_MIN_BLANK_LENGTH)
+            free = mf.file_size - mf.wrote - rec.END_FILE_MIN_BLANK_LENGTH
+            if sum(sizes) > free:
+                self._reserve(sizes, free)
             done = 0
             try:
                 while done < n:

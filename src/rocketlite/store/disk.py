@@ -153,10 +153,14 @@ def write_all(fd: int, data: bytes | bytearray | memoryview, pos: int) -> int:
 def pwrite_all(fd: int, data: bytes | bytearray | memoryview, pos: int, path: Path) -> None:
     """Write all of ``data`` at ``pos`` or nothing: on a failure (a full disk halfway through)
     the bytes that landed are zeroed again, then ``DiskFullError``/``FlushError`` is raised."""
+    first = 0
     try:
-        write_all(fd, data, pos)
+        first = LAYER.pwrite(fd, data, pos)
+        if first == len(data):  # the common case: one call wrote it all
+            return
+        write_all(fd, memoryview(data)[first:], pos + first)
     except OSError as e:
-        written: int = getattr(e, "written", 0)
+        written: int = first + getattr(e, "written", 0)
         if written:
             try:
                 write_all(fd, bytes(written), pos)

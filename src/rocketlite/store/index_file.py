@@ -176,7 +176,7 @@ class IndexFile:
         n = self.index_count
         if n >= self.index_num:
             return False
-        end = self._entry_end(n)
+        end = self._entries_at + (n + 1) * INDEX_ENTRY_SIZE  # _entry_end(n), inline
         if end + ENTRY_AHEAD // 2 > self._allocated and self._allocated < self.size:
             self._allocate(end)  # DiskFullError: nothing written
         key_hash = index_key_hash(key)

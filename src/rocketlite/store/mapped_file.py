@@ -231,6 +231,8 @@ class MappedFile:
         then nothing is written), and keep some blocks beyond it (a quarter of ``end``, one page
         to 1 MiB). Returns the error when only that headroom could not be allocated: the write
         may go on, but the disk is about to be full."""
+        if end + RESERVE_AHEAD_MAX // 2 <= self.allocated:
+            return None  # the common case: more than enough ahead
         size = self.file_size
         ahead = min(max(OS_PAGE_SIZE, end // 4), RESERVE_AHEAD_MAX)
         if end > self.allocated:

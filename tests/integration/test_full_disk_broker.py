@@ -3,10 +3,11 @@
 The process runs with its store on a 48 MiB tmpfs (as root; otherwise through the quota file
 layer, ``python -m diskhelp``), most of it taken by a filler file. Producers send until the broker
 answers SERVICE_NOT_AVAILABLE; then the process must be alive (before the fix it died with SIGBUS,
-exit -7, the NameServer with it), the NameServer must answer, ``rocketlite store verify`` must pass
-on the full disk, every acknowledged message must be pullable at the queue offset its reply named,
-and consumer offsets must commit. The filler is deleted: sends succeed again without a restart.
-SIGTERM must end the process with 0; a restart finds every message and ``store verify`` passes."""
+exit -7, the NameServer with it). With the last bytes of the disk taken too, the NameServer must
+answer, ``rocketlite store verify`` must pass, every acknowledged message must be pullable at the
+queue offset its reply named, and consumer offsets must commit (for a group new to the broker).
+The fillers are deleted: sends succeed again without a restart. SIGTERM must end the process
+with 0; a restart finds every message and ``store verify`` passes."""
 
 from __future__ import annotations
 
@@ -147,13 +148,13 @@ async def check_readable(addr: str, acked: list[Ack]) -> None:
         assert pulled[q][qoff].body == body
 
 
-async def nameserver_and_offsets_work(namesrv: str, addr: str) -> None:
+async def nameserver_and_offsets_work(namesrv: str, addr: str, group: str = "CG") -> None:
     client = RemotingClient()
     try:
         r = await client.invoke(namesrv, RemotingCommand.request(
             RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic=TOPIC).to_ext()), 5)
         assert r.code == ResponseCode.SUCCESS, r.remark
-        q = {"consumerGroup": "CG", "topic": TOPIC, "queueId": 1}
+        q = {"consumerGroup": group, "topic": TOPIC, "queueId": 1}
         r = await client.invoke(addr, RemotingCommand.request(
             RequestCode.UPDATE_CONSUMER_OFFSET,
             UpdateConsumerOffsetRequestHeader(**q, commitOffset=7).to_ext()), 5)
@@ -186,9 +187,12 @@ def test_a_full_disk_refuses_sends_and_the_broker_lives_on(tmp_path: Path) -> No
                 f"the broker died: exit {srv.proc.wait(10)} ({remark})\n{srv.log()}")
             assert len(acked) > 1000
             assert "the broker's disk is full" in remark and str(d.root) in remark, remark
-            asyncio.run(nameserver_and_offsets_work(namesrv, addr))
+            rest = d.fill(leave=0, name="rest")  # the refusal came early: now truly full
+            asyncio.run(nameserver_and_offsets_work(namesrv, addr, "CG-full"))  # a new group
             store_verify(store)  # on the full disk
             asyncio.run(check_readable(addr, acked))
+            assert srv.proc.poll() is None
+            rest.unlink()
             filler.unlink()
             acked += asyncio.run(send_until_accepted(addr))  # no restart: writes resume
             asyncio.run(check_readable(addr, acked))

@@ -2,8 +2,9 @@
 loop image when the tests run as root, the quota file layer (``diskhelp.QuotaLayer``) otherwise.
 
 Fill the disk with sends until the store refuses one, read back everything it acknowledged
-(queues and index), see ``store verify`` pass on the full disk, free space, send again (writes
-resume by themselves), restart, read everything again, verify. Before the fix the process died
+(queues and index), see ``store verify`` pass on the full disk, take its last bytes too, restart
+on the full disk (reads work, writes are refused), free space, send again (writes resume by
+themselves), restart, read everything again, verify. Before the fix the process died
 with SIGBUS on tmpfs (IndexFile pages written through the mapping with no block behind them)."""
 
 from __future__ import annotations
@@ -108,7 +109,13 @@ def test_a_store_fills_its_disk_refuses_and_recovers(tmp_path: Path, kind: str) 
             check_all_readable(store, acked)
             store.flush_queues()  # the checkpoint and the queues flush on a full disk
             assert verify_store(root, SLOTS) == []  # a read-only walk: works on a full disk
+        rest = d.fill(leave=0, name="rest")  # the refusal came early: now truly full
+        with MessageStore(config(root)) as store:  # starts on a full disk
+            check_all_readable(store, acked)
+            with pytest.raises(DiskFullError):
+                send(store, acked, 50)
             before = len(acked)
+            rest.unlink()
             filler.unlink()
             wait_writable(store, acked)
             send(store, acked, 500)

@@ -152,7 +152,7 @@ class Broker:
         try:
             await asyncio.to_thread(self.timer.start)
             await asyncio.to_thread(self.schedule.start)
-            self.topics.persist()
+            self.topics.persist_or_log()  # a full disk must not keep the broker from starting
             await self.server.start()
         except BaseException:
             await asyncio.to_thread(self.schedule.shutdown)

@@ -4,11 +4,14 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from rocketlite.common.errors import BodyError, ConfigError
 from rocketlite.protocol import fastjson
 from rocketlite.store.store_files import atomic_write_bytes, read_json
+
+log = logging.getLogger(__name__)
 
 
 def load(path: Path) -> object | None:
@@ -26,6 +29,18 @@ def load(path: Path) -> object | None:
 def save(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(path, data, fastjson.parses)
+
+
+def save_or_log(path: Path, data: bytes) -> bool:
+    """``save`` after a change (a topic or group created on the fly); a failure (a full disk) is
+    logged, not raised: the old file stays, the change lives in memory and is written with the
+    next change or at shutdown."""
+    try:
+        save(path, data)
+    except OSError as e:
+        log.error("cannot write %s (%s): the change is kept in memory, written later", path, e)
+        return False
+    return True
 
 
 def _has_content(path: Path) -> bool:

@@ -68,11 +68,17 @@ class SubscriptionGroupManager:
             self.table.update(wrapper.subscriptionGroupTable)
             self.data_version = wrapper.dataVersion
 
-    def persist(self) -> None:
+    def _encode(self) -> bytes:
         with self.lock:
             wrapper = SubscriptionGroupWrapper(subscriptionGroupTable=dict(self.table),
                                                dataVersion=self.data_version)
-        config_file.save(self.path, wrapper.to_json())
+        return wrapper.to_json()
+
+    def persist(self) -> None:
+        config_file.save(self.path, self._encode())
+
+    def _persist_change(self) -> None:
+        config_file.save_or_log(self.path, self._encode())
 
     def get(self, group: str) -> SubscriptionGroupConfig | None:
         """The group's settings; created with defaults when missing and auto-creation is on."""
@@ -89,12 +95,12 @@ class SubscriptionGroupManager:
             dv = self.data_version
             self.data_version = DataVersion(stateVersion=dv.stateVersion, counter=dv.counter + 1)
         log.info("subscription group %s saved", sgc.groupName)
-        self.persist()
+        self._persist_change()
         return sgc
 
     def delete(self, group: str) -> bool:
         with self.lock:
             removed = self.table.pop(group, None) is not None
         if removed:
-            self.persist()
+            self._persist_change()
         return removed

@@ -136,6 +136,9 @@ class TopicConfigManager:
     def persist(self) -> None:
         config_file.save(self.path, self.wrapper().to_json())
 
+    def persist_or_log(self) -> bool:
+        return config_file.save_or_log(self.path, self.wrapper().to_json())
+
     def wrapper(self) -> TopicConfigSerializeWrapper:
         with self.lock:
             return TopicConfigSerializeWrapper(
@@ -158,7 +161,7 @@ class TopicConfigManager:
     def _changed(self, tc: TopicConfig | None) -> None:
         dv = self.data_version
         self.data_version = DataVersion(stateVersion=dv.stateVersion, counter=dv.counter + 1)
-        self.persist()
+        self.persist_or_log()
         if tc is not None:
             for fn in self.on_change:
                 try:

@@ -41,8 +41,11 @@ class WriteGate:
             was = self._refusals.pop(source, None)
             self._update()
         if was is not None:
-            log.warning("%s: writes resume (%s)", source,
-                        "still refused: " + self.reason if self.reason else "none refused")
+            if self.reason is None:
+                log.warning("%s: space is back, writes resume", source)
+            else:
+                log.warning("%s: space is back, writes are still refused: %s", source,
+                            self.reason)
 
     def refused(self, source: str) -> bool:
         return source in self._refusals

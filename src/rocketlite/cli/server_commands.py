@@ -132,7 +132,9 @@ def start(
     flush: FlushOpt = None,
     log_level: LogOpt = "INFO",
 ) -> None:
-    """Start a NameServer and a broker in one process (the quickest way to a working broker)."""
+    """Start a NameServer and a broker in one process (the quickest way to a working broker).
+    A new store gets laptop-sized files: 64 MiB CommitLog segments, a 42 MB IndexFile; RocketMQ's
+    sizes are one broker.conf key away (mappedFileSizeCommitLog, maxHashSlotNum, maxIndexNum)."""
     setup_logging(log_level)
     overrides = _overrides(store, broker_port, f"127.0.0.1:{namesrv_port}", flush)
     try:

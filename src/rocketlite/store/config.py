@@ -38,6 +38,9 @@ the tag code (deliver time) of ``SCHEDULE_TOPIC_XXXX`` records, as in RocketMQ's
 ``warmMapedFileEnable`` and ``destroyMapedFileIntervalForcibly`` keep RocketMQ's spelling.
 ``deleteWhen`` is one or more two-digit hours separated by ``;`` (``"04"``, ``"04;16"``).
 
+The defaults are RocketMQ's. ``rocketlite start`` gives a new store smaller files
+(``cli/server_commands.START_DEFAULTS``: 64 MiB segments, 500,000 slots, 2,000,000 entries).
+
 ``load_properties`` reads Java ``.properties`` text such as RocketMQ's ``broker.conf``;
 ``StoreConfig.from_properties`` reads only the keys above and ignores the rest, so a full broker.conf
 works.

@@ -212,13 +212,14 @@ def _verify_index(root: Path, keyed: list[tuple[str, int]], hash_slot_num: int |
             head = store_reader.read_index_header(mm)
             if head is None:
                 return [f"index file {f.name} is truncated"]
+            if head.index_count <= 1:
+                continue  # no entries yet (the next file, created ahead of need)
             slots = store_reader.index_slot_num(mm, head, hash_slot_num)
             if slots is None:
                 return [f"index file {f.name}: cannot tell its slot count from its size "
                         f"({len(mm)} bytes); pass --hash-slot-num (maxHashSlotNum)"]
-            if head.index_count > 1:
-                first_indexed = (head.begin_phy_offset if first_indexed is None
-                                 else min(first_indexed, head.begin_phy_offset))
+            first_indexed = (head.begin_phy_offset if first_indexed is None
+                             else min(first_indexed, head.begin_phy_offset))
             found.update((h, phy) for _, h, phy, _, _ in
                          store_reader.iter_index_entries(mm, slots, 1, head.index_count))
     problems = []

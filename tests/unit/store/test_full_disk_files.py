@@ -16,11 +16,13 @@ from pathlib import Path
 import pytest
 
 from diskhelp import QuotaLayer
+from rocketlite.cli.store_commands import verify_store
 from rocketlite.common.errors import DiskFullError
 from rocketlite.store import disk, store_files
 from rocketlite.store.checkpoint import StoreCheckpoint
 from rocketlite.store.commitlog import CommitLog
 from rocketlite.store.index_file import ENTRY_AHEAD, IndexFile
+from rocketlite.store.index_service import IndexService
 from rocketlite.store.message_store import MessageStore
 from rocketlite.store.timer_wheel import TimerWheel
 from storehelp import msg, small_config, wait_dispatched
@@ -303,3 +305,43 @@ def test_the_dispatcher_thread_survives_every_failure(tmp_path: Path, faults: Fa
         assert "dispatcher" in threads
         faults.fail_allocate = lambda path, offset: False
         wait_dispatched(store)
+
+
+def test_a_record_cut_short_by_a_full_disk_leaves_nothing_for_recovery(
+        tmp_path: Path, faults: FaultLayer) -> None:
+    """A pwrite that runs out of space halfway through a record (a sparse segment, e.g. one a
+    Java broker created): the append fails, its queue offset is given back, the bytes that landed
+    are zeroed; after a crash recovery ends the log at the last whole record and the next append
+    takes the same queue offset."""
+    cfg = small_config(tmp_path / "store", mappedFileSizeCommitLog=str(64 << 10))
+    store = MessageStore(cfg).start()
+    [first] = store.put_messages_sync([msg(body=b"a" * 1000)])
+    faults.pwrite_budget = 300
+    with pytest.raises(DiskFullError):
+        store.put_messages_sync([msg(body=b"b" * 1000)])
+    assert store.commitlog.topic_queue_table[("TopicTest", 0)] == 1
+    store.halt()  # a crash: recovery must find one whole record and nothing after it
+    with MessageStore(cfg) as again:
+        assert again.commitlog.max_offset == first.end_offset
+        [r] = again.put_messages_sync([msg(body=b"c" * 1000)])
+        assert r.queue_offset == 1
+    assert verify_store(cfg.store_path_root_dir, 64) == []
+
+
+def test_keys_that_spill_into_a_new_index_file_are_indexed_whole(
+        tmp_path: Path, faults: FaultLayer) -> None:
+    """The newest index file has room for one of a message's two keys and the next file cannot
+    be created: nothing of the message is indexed (the dispatcher retries it whole); once space
+    returns both keys are found."""
+    svc = IndexService(tmp_path / "index", 16, 4)  # 3 entries per file
+    try:
+        svc.build("T", ["a", "b"], None, 100, 1_700_000_000_000)
+        faults.fail_allocate = lambda path, offset: True
+        with pytest.raises(DiskFullError):
+            svc.build("T", ["c", "d"], None, 200, 1_700_000_001_000)
+        assert svc.end_phy_offset() == 100 and len(svc.files) == 1
+        faults.fail_allocate = lambda path, offset: False
+        svc.build("T", ["c", "d"], None, 200, 1_700_000_001_000)
+        assert [svc.query("T", k, 10, 0, 1 << 62) for k in "abcd"] == [[100], [100], [200], [200]]
+    finally:
+        svc.close()

@@ -135,3 +135,20 @@ def test_restart_after_deletion_keeps_min_offsets(tmp_path: Path) -> None:
         assert s.commitlog.min_offset == cl_min
         assert s.min_offset_in_queue("TopicTest", 0) == q_min
         assert s.max_offset_in_queue("TopicTest", 0) == q_max
+
+
+def test_the_retention_thread_refuses_and_resumes_writes_by_itself(tmp_path: Path) -> None:
+    """No manual run: the thread measures every cleanResourceInterval (its loop also wakes every
+    second for allocation retries) and lifts the refusal once use is below the limit."""
+    disk = Disk()
+    with open_store(tmp_path, disk, cleanResourceInterval="50") as s:
+        disk.ratio = 0.93
+        deadline = time.monotonic() + 5
+        while s.write_refused is None:
+            assert time.monotonic() < deadline, "never refused"
+            time.sleep(0.01)
+        disk.ratio = 0.50
+        while s.write_refused is not None:
+            assert time.monotonic() < deadline + 5, "never resumed"
+            time.sleep(0.01)
+        s.put_messages_sync([msg()])

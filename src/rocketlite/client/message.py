@@ -16,6 +16,7 @@ Compression (``MessageSysFlag``): bit 0x1 marks a compressed body, bits 8-10 nam
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import itertools
 import os
@@ -24,7 +25,7 @@ import secrets
 import struct
 import time
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -32,10 +33,11 @@ import lz4.frame
 import zstandard
 
 from rocketlite.client.errors import MQClientError
+from rocketlite.common import native
 from rocketlite.common.errors import CorruptRecordError
 from rocketlite.formats import properties as props
 from rocketlite.formats.message_id import encode_message_id
-from rocketlite.formats.message_record import SYSFLAG_COMPRESSED, decode_record, unpack_v4
+from rocketlite.formats.message_record import SYSFLAG_COMPRESSED, crc32, decode_record, unpack_v4
 from rocketlite.formats.properties import decode_properties
 
 # Property names beyond those formats.properties names (MessageConst.java).
@@ -195,7 +197,25 @@ def decode_messages(body: bytes, broker_name: str = "", *, verify_crc: bool = Tr
     """Records back to back (a pull or query reply body) -> messages, bodies decompressed.
 
     Raises ``MQClientError`` on a corrupted record (with its position)."""
-    return list(iter_messages(body, broker_name, verify_crc=verify_crc))
+    if body.__class__ is not bytes:
+        body = bytes(body)
+    out: list[MessageExt] = []
+    pos, end = 0, len(body)
+    while pos < end:
+        pos = _run(body, pos, end, broker_name, verify_crc, out)  # the common records
+        if pos >= end:
+            break
+        one = _decode_one(body, pos, end, broker_name, verify_crc)  # any other one
+        if one is None:
+            break
+        out.append(one[0])
+        pos += one[1]
+    return out
+
+
+def iter_messages(body: bytes, broker_name: str = "", *, verify_crc: bool = True) -> Iterator[MessageExt]:
+    """``decode_messages`` one message at a time."""
+    yield from decode_messages(body, broker_name, verify_crc=verify_crc)
 
 
 _HOST8: dict[bytes, tuple[str, str]] = {}  # 8 record bytes (IPv4, port) -> ("ip:port", id prefix)
@@ -212,46 +232,61 @@ def _host8(raw: bytes) -> tuple[str, str]:
     return out
 
 
-def iter_messages(body: bytes, broker_name: str = "", *, verify_crc: bool = True) -> Iterator[MessageExt]:
-    pos, end = 0, len(body)
+def _run_py(body: bytes, pos: int, end: int, broker_name: str, verify_crc: bool,
+            out: list[MessageExt]) -> int:
+    """Decode the common records from ``pos`` (IPv4 hosts, a V1 topic, an uncompressed body, a
+    whole frame, with ``verify_crc`` a matching BODYCRC) into ``out``; return where the first
+    other one starts (or ``end``). One struct unpack per record, no intermediate object."""
     uniq_mark = props.UNIQ_KEY
     while pos < end:
         fast = unpack_v4(body, pos, end, verify_crc)
-        if fast is not None and fast[0][6] >= 0:  # the common record: no intermediate object
-            f, payload, topic, text = fast
-            pos += f[0]
-            properties = decode_properties(text)
-            if f[7] & SYSFLAG_COMPRESSED:
-                payload = decompress(payload, f[7])
-            born, _ = _host8(f[9])
-            store, prefix = _host8(f[11])
-            offset_id = f"{prefix}{f[6]:016X}"
-            yield MessageExt(topic, payload, properties, f[3], f[5], f[6], f[7], f[4], f[8], f[10],
-                             born, store, f[12], f[13], f[2], properties.get(uniq_mark) or offset_id,
-                             offset_id, broker_name)
-            continue
-        try:
-            rec = decode_record(body, pos, end, verify_crc)
-        except CorruptRecordError as e:
-            raise MQClientError(f"corrupted message at byte {pos} of a {end}-byte reply: {e}") from e
-        if rec is None:
-            return
-        pos += rec.total_size
-        properties = decode_properties(rec.properties_text)
-        payload = rec.body
-        if rec.sys_flag & SYSFLAG_COMPRESSED:
-            payload = decompress(payload, rec.sys_flag)
-        offset_id = encode_message_id(rec.store_host, rec.store_port, rec.commit_log_offset)
-        yield MessageExt(
-            topic=rec.topic, body=payload, properties=properties, queue_id=rec.queue_id,
-            queue_offset=rec.queue_offset, commit_log_offset=rec.commit_log_offset,
-            sys_flag=rec.sys_flag, flag=rec.flag, born_timestamp=rec.born_timestamp,
-            store_timestamp=rec.store_timestamp, born_host=_host(rec.born_host, rec.born_port),
-            store_host=_host(rec.store_host, rec.store_port), reconsume_times=rec.reconsume_times,
-            prepared_transaction_offset=rec.prepared_transaction_offset, body_crc=rec.body_crc,
-            msg_id=properties.get(props.UNIQ_KEY) or offset_id, offset_msg_id=offset_id,
-            broker_name=broker_name,
-        )
+        if fast is None or fast[0][6] < 0 or fast[0][7] & SYSFLAG_COMPRESSED:
+            return pos
+        f, payload, topic, text = fast
+        pos += f[0]
+        properties = decode_properties(text)
+        born, _ = _host8(f[9])
+        store, prefix = _host8(f[11])
+        offset_id = f"{prefix}{f[6]:016X}"
+        out.append(MessageExt(topic, payload, properties, f[3], f[5], f[6], f[7], f[4], f[8], f[10],
+                              born, store, f[12], f[13], f[2], properties.get(uniq_mark) or offset_id,
+                              offset_id, broker_name))
+    return pos
+
+
+def _decode_one(body: bytes, pos: int, end: int, broker_name: str, verify_crc: bool
+                ) -> tuple[MessageExt, int] | None:
+    """The record at ``pos`` by the general path (any shape, compression): (message, its size),
+    or None at a BLANK record. Raises ``MQClientError`` for a corrupted record."""
+    try:
+        rec = decode_record(body, pos, end, verify_crc)
+    except CorruptRecordError as e:
+        raise MQClientError(f"corrupted message at byte {pos} of a {end}-byte reply: {e}") from e
+    if rec is None:
+        return None
+    properties = decode_properties(rec.properties_text)
+    payload = rec.body
+    if rec.sys_flag & SYSFLAG_COMPRESSED:
+        payload = decompress(payload, rec.sys_flag)
+    offset_id = encode_message_id(rec.store_host, rec.store_port, rec.commit_log_offset)
+    return MessageExt(
+        topic=rec.topic, body=payload, properties=properties, queue_id=rec.queue_id,
+        queue_offset=rec.queue_offset, commit_log_offset=rec.commit_log_offset,
+        sys_flag=rec.sys_flag, flag=rec.flag, born_timestamp=rec.born_timestamp,
+        store_timestamp=rec.store_timestamp, born_host=_host(rec.born_host, rec.born_port),
+        store_host=_host(rec.store_host, rec.store_port), reconsume_times=rec.reconsume_times,
+        prepared_transaction_offset=rec.prepared_transaction_offset, body_crc=rec.body_crc,
+        msg_id=properties.get(props.UNIQ_KEY) or offset_id, offset_msg_id=offset_id,
+        broker_name=broker_name,
+    ), rec.total_size
+
+
+# The compiled twin of ``_run_py`` (``_message_c.pyx``), unless ROCKETLITE_PURE or not built.
+_run: Callable[[bytes, int, int, str, bool, list[MessageExt]], int] = _run_py
+_c = native.load("rocketlite.client._message_c")
+if _c is not None:
+    _run = _c.Decoder(MessageExt, [f.name for f in dataclasses.fields(MessageExt)], crc32, _host8,
+                      props.UNIQ_KEY).run
 
 
 # ------------------------------------------------------------------------------------ compression

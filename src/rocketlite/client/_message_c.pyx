@@ -1,0 +1,149 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Compiled twin of the common-record path of ``rocketlite.client.message.iter_messages``.
+
+``Decoder.run(body, pos, end, broker_name, verify_crc, out)`` decodes records back to back into
+``MessageExt`` objects while they have the common shape (IPv4 hosts, a V1 topic, an uncompressed
+body, a whole frame and, with ``verify_crc``, a matching BODYCRC), and returns the position of the
+first record it leaves to the pure path (another shape, a damaged record, the end). The record's
+byte table lives in ``rocketlite.formats.message_record``; properties are parsed straight from
+their bytes as ``formats.properties.decode_properties`` parses their text.
+``tests/unit/native/test_message_twin.py`` checks the twin against the pure path.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
+from cpython.object cimport Py_TYPE, PyObject, descrsetfunc
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+
+# Offsets in a record with IPv4 hosts (the byte table in formats/message_record.py): TOTALSIZE 0,
+# MAGIC 4, BODYCRC 8, QUEUEID 12, FLAG 16, QUEUEOFFSET 20, PHYSICALOFFSET 28, SYSFLAG 36,
+# BORNTIMESTAMP 40, BORNHOST 48 (+port), STORETIMESTAMP 56, STOREHOST 64 (+port), RECONSUMETIMES 72,
+# PREPAREDTRANSACTIONOFFSET 76, BODYLENGTH 84, BODY 88.
+cdef enum:
+    MAGIC_V1 = -626843481
+    FIXED_SIZE_V4 = 91
+    BODY_AT = 88  # fields 1-15 of a record with IPv4 hosts, BODYLENGTH included
+    HOSTS_V6 = 0x30
+    COMPRESSED = 0x1
+    N_FIELDS = 18
+
+
+cdef inline uint32_t _u32(const unsigned char* p) noexcept nogil:
+    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3]
+
+
+cdef inline int32_t _i32(const unsigned char* p) noexcept nogil:
+    return <int32_t>_u32(p)
+
+
+cdef inline int64_t _i64(const unsigned char* p) noexcept nogil:
+    return <int64_t>((<uint64_t>_u32(p) << 32) | <uint64_t>_u32(p + 4))
+
+
+cdef dict _properties(const char* p, Py_ssize_t n):
+    """``name \\x01 value \\x02`` entries -> dict, as ``decode_properties`` does on their text:
+    entries shorter than 3 characters or without a name or a value are skipped."""
+    cdef dict out = {}
+    cdef Py_ssize_t i = 0, start, sep
+    cdef object name, value
+    while i < n:
+        start = i
+        sep = -1
+        while i < n and p[i] != 2:
+            if p[i] == 1 and sep < 0:
+                sep = i
+            i += 1
+        if start < sep < i - 1:
+            name = PyUnicode_DecodeUTF8(p + start, sep - start, "replace")
+            value = PyUnicode_DecodeUTF8(p + sep + 1, i - sep - 1, "replace")
+            if len(name) + 1 + len(value) >= 3:
+                PyDict_SetItem(out, name, value)
+        i += 1
+    return out
+
+
+cdef class Decoder:
+    """Built once by ``client/message.py`` with the class to build and the shared helpers."""
+
+    cdef object cls, crc32, host8, uniq_key
+    cdef list descrs
+    cdef descrsetfunc setters[N_FIELDS]
+
+    def __init__(self, cls, fields, crc32, host8, uniq_key):
+        self.cls = cls
+        self.crc32 = crc32
+        self.host8 = host8  # 8 host bytes -> ("ip:port", offset-id hex prefix), cached
+        self.uniq_key = uniq_key
+        if len(fields) != N_FIELDS:
+            raise TypeError(f"MessageExt has {len(fields)} fields, the twin knows {N_FIELDS}")
+        self.descrs = [cls.__dict__[name] for name in fields]
+        cdef int i
+        for i in range(N_FIELDS):
+            self.setters[i] = Py_TYPE(self.descrs[i]).tp_descr_set
+            if self.setters[i] is NULL:
+                raise TypeError(f"MessageExt.{fields[i]} is not a slot")
+
+    def run(self, bytes body, Py_ssize_t pos, Py_ssize_t end, str broker_name, bint verify_crc,
+            list out):
+        cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(body)
+        cdef Py_ssize_t size, body_len, body_at, topic_at, topic_len, props_at, props_len, rend
+        cdef int32_t sys_flag
+        cdef int64_t commit_log_offset
+        cdef PyObject* uniq
+        cdef list d = self.descrs
+        if end > PyBytes_GET_SIZE(body):
+            end = PyBytes_GET_SIZE(body)
+        while end - pos >= BODY_AT:
+            size = _i32(p + pos)
+            sys_flag = _i32(p + pos + 36)
+            commit_log_offset = _i64(p + pos + 28)
+            body_len = _i32(p + pos + 84)
+            if (_i32(p + pos + 4) != MAGIC_V1 or sys_flag & (HOSTS_V6 | COMPRESSED)
+                    or not FIXED_SIZE_V4 <= size <= end - pos or body_len < 0
+                    or commit_log_offset < 0):
+                break
+            rend = pos + size
+            body_at = pos + BODY_AT
+            topic_at = body_at + body_len + 1
+            if topic_at + 2 > rend:
+                break
+            topic_len = p[topic_at - 1]
+            props_at = topic_at + topic_len + 2
+            if props_at > rend:
+                break
+            props_len = (<Py_ssize_t>p[props_at - 2] << 8) | p[props_at - 1]
+            if props_at + props_len != rend:
+                break
+            payload = PyBytes_FromStringAndSize(<const char*>p + body_at, body_len)
+            if verify_crc and (self.crc32(payload) & 0x7FFFFFFF) != <uint32_t>_i32(p + pos + 8):
+                break
+            topic = PyUnicode_DecodeUTF8(<const char*>p + topic_at, topic_len, "replace")
+            properties = _properties(<const char*>p + props_at, props_len)
+            born, _ = self.host8(PyBytes_FromStringAndSize(<const char*>p + pos + 48, 8))
+            store, prefix = self.host8(PyBytes_FromStringAndSize(<const char*>p + pos + 64, 8))
+            offset_id = f"{prefix}{commit_log_offset:016X}"
+            uniq = PyDict_GetItem(properties, self.uniq_key)
+            msg_id = offset_id if uniq is NULL or not <object>uniq else <object>uniq
+            o = self.cls.__new__(self.cls)
+            self.setters[0](d[0], o, topic)
+            self.setters[1](d[1], o, payload)
+            self.setters[2](d[2], o, properties)
+            self.setters[3](d[3], o, _i32(p + pos + 12))  # queue id
+            self.setters[4](d[4], o, _i64(p + pos + 20))  # queue offset
+            self.setters[5](d[5], o, commit_log_offset)
+            self.setters[6](d[6], o, sys_flag)
+            self.setters[7](d[7], o, _i32(p + pos + 16))  # flag
+            self.setters[8](d[8], o, _i64(p + pos + 40))  # born timestamp
+            self.setters[9](d[9], o, _i64(p + pos + 56))  # store timestamp
+            self.setters[10](d[10], o, born)
+            self.setters[11](d[11], o, store)
+            self.setters[12](d[12], o, _i32(p + pos + 72))  # reconsume times
+            self.setters[13](d[13], o, _i64(p + pos + 76))  # prepared transaction offset
+            self.setters[14](d[14], o, _i32(p + pos + 8))  # body CRC
+            self.setters[15](d[15], o, msg_id)
+            self.setters[16](d[16], o, offset_id)
+            self.setters[17](d[17], o, broker_name)
+            out.append(o)
+            pos = rend
+        return pos

@@ -38,7 +38,8 @@ def extensions() -> list[Extension]:
     out: list[Extension] = []
     for ext in exts:  # one at a time: a module that fails leaves the others compiled
         try:
-            out += cythonize([ext], quiet=True, compiler_directives={"language_level": "3"})
+            out += cythonize([ext], quiet=True, include_path=[str(SRC)],
+                             compiler_directives={"language_level": "3"})
         except Exception as e:  # noqa: BLE001 - a failed translation must not fail the install
             _warn(f"Cython could not translate {ext.name}", e)
     return out

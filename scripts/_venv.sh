@@ -10,7 +10,7 @@ fi
 # Install (again) when the project's metadata or a compiled twin's source changed since the last
 # install: pip install -e builds the extensions in place.
 if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ] || [ "$root/setup.py" -nt "$stamp" ] \
-        || [ -n "$(find "$root/src" -name '_*_c.pyx' -newer "$stamp" -print -quit)" ]; then
+        || [ -n "$(find "$root/src" \( -name '_*_c.pyx' -o -name '*.pxd' \) -newer "$stamp" -print -quit)" ]; then
     "$venv/bin/python" -m pip install --quiet --upgrade pip
     "$venv/bin/python" -m pip install --quiet -e "$root${extras:+[$extras]}"
     touch "$stamp"

@@ -14,6 +14,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
 from cpython.object cimport Py_TYPE, PyObject, descrsetfunc
 from cpython.unicode cimport PyUnicode_DecodeUTF8
+from rocketlite.common._bytes cimport be_i16, be_i32, be_i64, be_u32
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 
 # Offsets in a record with IPv4 hosts (the byte table in formats/message_record.py): TOTALSIZE 0,
@@ -29,16 +30,7 @@ cdef enum:
     N_FIELDS = 18
 
 
-cdef inline uint32_t _u32(const unsigned char* p) noexcept nogil:
-    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3]
 
-
-cdef inline int32_t _i32(const unsigned char* p) noexcept nogil:
-    return <int32_t>_u32(p)
-
-
-cdef inline int64_t _i64(const unsigned char* p) noexcept nogil:
-    return <int64_t>((<uint64_t>_u32(p) << 32) | <uint64_t>_u32(p + 4))
 
 
 cdef dict _properties(const char* p, Py_ssize_t n):
@@ -95,11 +87,11 @@ cdef class Decoder:
         if end > PyBytes_GET_SIZE(body):
             end = PyBytes_GET_SIZE(body)
         while end - pos >= BODY_AT:
-            size = _i32(p + pos)
-            sys_flag = _i32(p + pos + 36)
-            commit_log_offset = _i64(p + pos + 28)
-            body_len = _i32(p + pos + 84)
-            if (_i32(p + pos + 4) != MAGIC_V1 or sys_flag & (HOSTS_V6 | COMPRESSED)
+            size = be_i32(p + pos)
+            sys_flag = be_i32(p + pos + 36)
+            commit_log_offset = be_i64(p + pos + 28)
+            body_len = be_i32(p + pos + 84)
+            if (be_i32(p + pos + 4) != MAGIC_V1 or sys_flag & (HOSTS_V6 | COMPRESSED)
                     or not FIXED_SIZE_V4 <= size <= end - pos or body_len < 0
                     or commit_log_offset < 0):
                 break
@@ -116,7 +108,7 @@ cdef class Decoder:
             if props_at + props_len != rend:
                 break
             payload = PyBytes_FromStringAndSize(<const char*>p + body_at, body_len)
-            if verify_crc and (self.crc32(payload) & 0x7FFFFFFF) != <uint32_t>_i32(p + pos + 8):
+            if verify_crc and (self.crc32(payload) & 0x7FFFFFFF) != <uint32_t>be_i32(p + pos + 8):
                 break
             topic = PyUnicode_DecodeUTF8(<const char*>p + topic_at, topic_len, "replace")
             properties = _properties(<const char*>p + props_at, props_len)
@@ -129,18 +121,18 @@ cdef class Decoder:
             self.setters[0](d[0], o, topic)
             self.setters[1](d[1], o, payload)
             self.setters[2](d[2], o, properties)
-            self.setters[3](d[3], o, _i32(p + pos + 12))  # queue id
-            self.setters[4](d[4], o, _i64(p + pos + 20))  # queue offset
+            self.setters[3](d[3], o, be_i32(p + pos + 12))  # queue id
+            self.setters[4](d[4], o, be_i64(p + pos + 20))  # queue offset
             self.setters[5](d[5], o, commit_log_offset)
             self.setters[6](d[6], o, sys_flag)
-            self.setters[7](d[7], o, _i32(p + pos + 16))  # flag
-            self.setters[8](d[8], o, _i64(p + pos + 40))  # born timestamp
-            self.setters[9](d[9], o, _i64(p + pos + 56))  # store timestamp
+            self.setters[7](d[7], o, be_i32(p + pos + 16))  # flag
+            self.setters[8](d[8], o, be_i64(p + pos + 40))  # born timestamp
+            self.setters[9](d[9], o, be_i64(p + pos + 56))  # store timestamp
             self.setters[10](d[10], o, born)
             self.setters[11](d[11], o, store)
-            self.setters[12](d[12], o, _i32(p + pos + 72))  # reconsume times
-            self.setters[13](d[13], o, _i64(p + pos + 76))  # prepared transaction offset
-            self.setters[14](d[14], o, _i32(p + pos + 8))  # body CRC
+            self.setters[12](d[12], o, be_i32(p + pos + 72))  # reconsume times
+            self.setters[13](d[13], o, be_i64(p + pos + 76))  # prepared transaction offset
+            self.setters[14](d[14], o, be_i32(p + pos + 8))  # body CRC
             self.setters[15](d[15], o, msg_id)
             self.setters[16](d[16], o, offset_id)
             self.setters[17](d[17], o, broker_name)

@@ -15,6 +15,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.dict cimport PyDict_GetItem, PyDict_Next, PyDict_SetItem
 from cpython.object cimport Py_TYPE, PyObject, descrsetfunc
 from cpython.unicode cimport PyUnicode_DecodeUTF8
+from rocketlite.common._bytes cimport be_i16, be_i32, be_i64, be_u32
 from libc.stdint cimport int16_t, int32_t, uint32_t
 
 cdef enum:
@@ -24,16 +25,7 @@ cdef enum:
     BINARY_FIXED_SIZE = 13
 
 
-cdef inline uint32_t _u32(const unsigned char* p) noexcept nogil:
-    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3]
 
-
-cdef inline int32_t _i32(const unsigned char* p) noexcept nogil:
-    return <int32_t>_u32(p)
-
-
-cdef inline int16_t _i16(const unsigned char* p) noexcept nogil:
-    return <int16_t>((<uint32_t>p[0] << 8) | <uint32_t>p[1])
 
 
 cdef class Codec:
@@ -127,11 +119,11 @@ cdef class Codec:
         cdef int32_t rlen, ext_len
         if n < BINARY_FIXED_SIZE + 8:
             return self.binary_command(header, body)
-        cdef int16_t code = _i16(p), version = _i16(p + 3)
+        cdef int16_t code = be_i16(p), version = be_i16(p + 3)
         cdef int language = <signed char>p[2]
-        cdef int32_t opaque = _i32(p + 5), flag = _i32(p + 9)
+        cdef int32_t opaque = be_i32(p + 5), flag = be_i32(p + 9)
         pos = BINARY_FIXED_SIZE
-        rlen = _i32(p + pos)
+        rlen = be_i32(p + pos)
         pos += 4
         if rlen < 0 or rlen > n - pos - 4:
             return self.binary_command(header, body)
@@ -140,7 +132,7 @@ cdef class Codec:
             if rlen:
                 remark = PyUnicode_DecodeUTF8(<const char*>p + pos, rlen, NULL)
             pos += rlen
-            ext_len = _i32(p + pos)
+            ext_len = be_i32(p + pos)
             pos += 4
             if ext_len < 0 or pos + ext_len != n:
                 return self.binary_command(header, body)
@@ -149,11 +141,11 @@ cdef class Codec:
             while pos < end:
                 if end - pos < 6:
                     return self.binary_command(header, body)
-                klen = _i16(p + pos)
+                klen = be_i16(p + pos)
                 kstart = pos + 2
                 if klen < 0 or end - (kstart + klen) < 4:
                     return self.binary_command(header, body)
-                vlen = _i32(p + kstart + klen)
+                vlen = be_i32(p + kstart + klen)
                 vstart = kstart + klen + 4
                 pos = vstart + vlen
                 if vlen < 0 or pos > end:
@@ -177,7 +169,7 @@ cdef class Codec:
         if end - start < 4:
             raise self.protocol_error(
                 f"frame of {end - start} bytes is too short for its header length field")
-        ori = _u32(p + start)
+        ori = be_u32(p + start)
         hstart = start + 4
         hlen = ori & HEADER_LEN_MAX
         hend = hstart + hlen
@@ -204,7 +196,7 @@ cdef class Codec:
         cdef long long max_length = decoder._max_length
         cdef int32_t length
         while n - pos >= 4:
-            length = _i32(p + pos)
+            length = be_i32(p + pos)
             if not 0 <= length <= max_length:
                 decoder._check_length(length)
             start = pos + 4

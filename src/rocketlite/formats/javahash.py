@@ -7,14 +7,16 @@ wrapping at 32 bits, read as a signed int.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
+
+from rocketlite.common import native
 
 _MASK = 0xFFFFFFFF
 _SIGN = 0x80000000
 
 
-@lru_cache(maxsize=65536)
-def java_string_hash(s: str) -> int:
+def _java_string_hash_py(s: str) -> int:
     """Return ``s.hashCode()`` as Java computes it (signed 32-bit)."""
     h = 0
     if s.isascii():
@@ -25,6 +27,14 @@ def java_string_hash(s: str) -> int:
         for i in range(0, len(b), 2):
             h = (31 * h + ((b[i] << 8) | b[i + 1])) & _MASK
     return h - (1 << 32) if h & _SIGN else h
+
+
+# The compiled twin (``_javahash_c.pyx``) needs no cache: hashing a 45-character index key costs it
+# less than a cache lookup. The pure one keeps its cache for tags, which repeat.
+java_string_hash: Callable[[str], int] = lru_cache(maxsize=65536)(_java_string_hash_py)
+_c = native.load("rocketlite.formats._javahash_c")
+if _c is not None:
+    java_string_hash = _c.Hasher(_java_string_hash_py)
 
 
 def index_key_hash(key: str) -> int:

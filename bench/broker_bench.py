@@ -34,6 +34,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -228,9 +229,10 @@ def send_template(topic: str, queue_id: int, body: bytes, batch: int = 0) -> Tem
 
 
 async def run_sends(addr: str, topics: list[str], queues: int, body: bytes, inflight: int,
-                    seconds: float, batch: int = 0, conns: int = 1) -> dict[str, object]:
-    """Keep ``inflight`` requests outstanding (split over ``conns`` connections) for ``seconds``:
-    each reply's callback sends the next request of its slot."""
+                    seconds: float, batch: int = 0, conns: int = 1, requests: int | None = None
+                    ) -> dict[str, object]:
+    """Keep ``inflight`` requests outstanding (split over ``conns`` connections) for ``seconds``,
+    or until ``requests`` have been sent: each reply's callback sends the next of its slot."""
     templates = [send_template(t, q, body, batch) for t in topics for q in range(queues)]
     n_templates = len(templates)
     connections = [await connect(addr) for _ in range(conns)]
@@ -238,7 +240,8 @@ async def run_sends(addr: str, topics: list[str], queues: int, body: bytes, infl
     lat: list[int] = []
     errors: dict[int, int] = {}
     sent = 0
-    live = inflight
+    total = inflight if requests is None else requests
+    live = issued = min(inflight, total)
     done = asyncio.get_running_loop().create_future()
     perf = time.perf_counter_ns
     stop_ns = perf() + int(seconds * 1e9)
@@ -248,14 +251,15 @@ async def run_sends(addr: str, topics: list[str], queues: int, body: bytes, infl
         t0 = perf()
 
         def on_reply(code: int, ext: dict[str, str], body: bytes) -> None:
-            nonlocal i, t0, sent, live
+            nonlocal i, t0, sent, live, issued
             now = perf()
             lat.append(now - t0)
             if code:
                 errors[code] = errors.get(code, 0) + 1
             else:
                 sent += per_msg
-            if now < stop_ns and code >= 0:
+            if now < stop_ns and code >= 0 and (requests is None or issued < requests):
+                issued += 1
                 i += inflight
                 t0 = now
                 conn.request(templates[i % n_templates], on_reply)
@@ -267,7 +271,7 @@ async def run_sends(addr: str, topics: list[str], queues: int, body: bytes, infl
         conn.request(templates[i % n_templates], on_reply)
 
     t0 = time.perf_counter()
-    for k in range(inflight):
+    for k in range(live):
         slot(connections[k % conns], k)
     await done
     dt = time.perf_counter() - t0
@@ -391,15 +395,19 @@ def broker_process(flush: str = "ASYNC_FLUSH", store: Path | None = None
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
     )
-    try:
-        deadline = time.monotonic() + 60
+    ready = threading.Event()
+
+    def drain() -> None:  # read the console to its end, so the broker never blocks on the pipe
         assert proc.stdout is not None
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line and proc.poll() is not None:
-                raise RuntimeError(f"broker exited with {proc.returncode}")
+        for line in proc.stdout:
             if "rocketlite ready" in line:
-                break
+                ready.set()
+        ready.set()
+
+    threading.Thread(target=drain, daemon=True).start()
+    try:
+        if not ready.wait(60) or proc.poll() is not None:
+            raise RuntimeError(f"broker not ready in 60 s (exit code {proc.poll()})")
         yield f"127.0.0.1:{port}", proc.pid, f"127.0.0.1:{ns}"
     finally:
         proc.send_signal(signal.SIGTERM)

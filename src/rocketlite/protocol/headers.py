@@ -135,10 +135,15 @@ class _Codec(NamedTuple):
     encode: Callable[[Any], dict[str, str]]
 
 
+def _defaults(cls: type) -> dict[str, Any]:
+    """Each field's default (``dataclasses.MISSING`` for a required one), by attribute name."""
+    return {f.name: f.default for f in dataclasses.fields(cls)}
+
+
 def _compile(cls: type, table: tuple[_Field, ...]) -> _Codec:
     """Straight-line ``from_ext``/``to_ext`` for one class and key set (as dataclasses does for
     ``__init__``): one ``ext.get`` and a digits-only fast path per field, no per-field dispatch."""
-    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    defaults = _defaults(cls)
     env: dict[str, Any] = {
         "_cls": cls, "_table": table, "_text": _as_text, "_missing": _missing, "_slow_int": _slow_int,
         "_slow_bool": _slow_bool, "_BOOLS": _BOOLS, "_ABSENT": _ABSENT, "_str": str,
@@ -199,8 +204,7 @@ def _build(cls: type, table: tuple[_Field, ...]) -> _Codec:
     (``_headers_c.Decoder``, same results and errors) when the compiled core runs."""
     codec = _compile(cls, table)
     if _c is not None:
-        defaults = {f.name: f.default for f in dataclasses.fields(cls)}
-        codec = codec._replace(decode=_c.Decoder(cls, table, defaults, _HELPERS))
+        codec = codec._replace(decode=_c.Decoder(cls, table, _defaults(cls), _HELPERS))
     return codec
 
 

@@ -77,8 +77,8 @@ def _scan_segment(mf: MappedFile, after_ts: int) -> tuple[int, int, bool, int | 
         except CorruptRecordError as e:
             if mm[pos : pos + 8] != b"\x00" * 8:
                 log.warning("recovery: %s in %s; cutting the log here", e, mf.path.name)
-            if last and rec.torn_tail(mm, pos - last, last):
-                pos -= last
+            if (cut := rec.end_before_torn(mm, pos, last)) != pos:
+                pos = cut
                 n -= 1
                 log.warning("recovery: the record at position %d of %s ends in zeroed blocks over "
                             "its topic or properties (a write cut short); cutting the log here",

@@ -139,9 +139,7 @@ def _walk(buf: rec.Buffer, limit: int, *, verify_crc: bool, after_ts: int | None
         try:
             size = rec.check_record(buf, pos, limit, True) if verify_crc else rec.check_head(buf, pos, limit)
         except CorruptRecordError:
-            if verify_crc and last and rec.torn_tail(buf, pos - last, last):
-                return pos - last, False
-            return pos, False
+            return (rec.end_before_torn(buf, pos, last) if verify_crc else pos), False
         if size == 0:
             return pos, True
         if after_ts is not None and rec.read_store_timestamp(buf, pos) > after_ts:

@@ -46,8 +46,7 @@ def test_compiled_decoder_equals_the_pure_one(cls: type, table: tuple[h._Field, 
     keys = [f.key for f in table] + ["ns", "extra"]
     ext = data.draw(st.dictionaries(st.sampled_from(keys), values, max_size=len(keys)))
     pure = h._compile(cls, table).decode
-    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
-    compiled = C.Decoder(cls, table, defaults, h._HELPERS)
+    compiled = C.Decoder(cls, table, h._defaults(cls), h._HELPERS)
     assert outcome(compiled, ext) == outcome(pure, ext)
 
 
@@ -56,6 +55,6 @@ def test_a_typical_v2_send_header() -> None:
            "h": "0", "i": "TAGS\x01A\x02", "j": "0", "k": "false", "m": "1"}
     table = h._field_table(h.SendMessageRequestHeader, h.SendMessageRequestHeader.V2_KEYS)
     pure = h._compile(h.SendMessageRequestHeader, table).decode(ext)
-    defaults = {f.name: f.default for f in dataclasses.fields(h.SendMessageRequestHeader)}
-    assert C.Decoder(h.SendMessageRequestHeader, table, defaults, h._HELPERS)(ext) == pure
+    cls = h.SendMessageRequestHeader
+    assert C.Decoder(cls, table, h._defaults(cls), h._HELPERS)(ext) == pure
     assert pure.queueId == -1 and pure.bornTimestamp == 1795599582362 and pure.batch is True

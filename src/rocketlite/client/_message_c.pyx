@@ -35,10 +35,10 @@ cdef enum:
 
 cdef dict _properties(const char* p, Py_ssize_t n):
     """``name \\x01 value \\x02`` entries -> dict, as ``decode_properties`` does on their text:
-    entries shorter than 3 characters or without a name or a value are skipped."""
+    entries without a name or a value are skipped (every kept one has the 3 characters that rule
+    asks for: a non-empty byte run decodes to at least one character)."""
     cdef dict out = {}
     cdef Py_ssize_t i = 0, start, sep
-    cdef object name, value
     while i < n:
         start = i
         sep = -1
@@ -47,10 +47,8 @@ cdef dict _properties(const char* p, Py_ssize_t n):
                 sep = i
             i += 1
         if start < sep < i - 1:
-            name = PyUnicode_DecodeUTF8(p + start, sep - start, "replace")
-            value = PyUnicode_DecodeUTF8(p + sep + 1, i - sep - 1, "replace")
-            if len(name) + 1 + len(value) >= 3:
-                PyDict_SetItem(out, name, value)
+            PyDict_SetItem(out, PyUnicode_DecodeUTF8(p + start, sep - start, "replace"),
+                           PyUnicode_DecodeUTF8(p + sep + 1, i - sep - 1, "replace"))
         i += 1
     return out
 

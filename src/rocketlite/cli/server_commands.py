@@ -29,6 +29,7 @@ from rocketlite.common import native
 from rocketlite.common.errors import ConfigError
 from rocketlite.formats.index_layout import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from rocketlite.namesrv.server import NameServer
+from rocketlite.store import store_reader
 from rocketlite.store.config import StoreConfig, read_properties_file
 
 log = logging.getLogger("rocketlite")
@@ -68,12 +69,26 @@ def existing_sizes(root: Path) -> dict[str, str]:
     segments = sorted((root / "commitlog").glob("[0-9]" * 20))
     if segments:
         out["mappedFileSizeCommitLog"] = str(segments[0].stat().st_size)
-    index = sorted((root / "index").glob("[0-9]" * 17))
+    index = store_reader.index_files(root)
     body = index[0].stat().st_size - INDEX_HEADER_SIZE if index else 0
-    if body > 0 and body % _INDEX_BYTES_PER_SLOT == 0:
-        slots = body // _INDEX_BYTES_PER_SLOT
-        out["maxHashSlotNum"], out["maxIndexNum"] = str(slots), str(4 * slots)
+    if body > 0 and body % _INDEX_BYTES_PER_SLOT == 0:  # RocketMQ's ratio: no need to read
+        ratio4 = body // _INDEX_BYTES_PER_SLOT
+        out["maxHashSlotNum"], out["maxIndexNum"] = str(ratio4), str(4 * ratio4)
+    elif body > 0 and (slots := _index_slots(index)) is not None:
+        out["maxHashSlotNum"] = str(slots)
+        out["maxIndexNum"] = str((body - slots * INDEX_SLOT_SIZE) // INDEX_ENTRY_SIZE)
     return out
+
+
+def _index_slots(files: list[Path]) -> int | None:
+    """The slot count of the first index file whose entries tell it (another ratio than 4 entries
+    per slot: ``store_reader.index_slot_num`` reads it from the header and the last entry)."""
+    for f in files:
+        with store_reader.mapped(f) as mm:
+            head = store_reader.read_index_header(mm)
+            if head is not None and (slots := store_reader.index_slot_num(mm, head)) is not None:
+                return slots
+    return None
 
 
 def run_until_signalled(start: Callable[[], Awaitable[None]], stop: Callable[[], Awaitable[None]],

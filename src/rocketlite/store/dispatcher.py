@@ -114,21 +114,19 @@ class Dispatcher:
             self._wake.clear()  # before looking: a wake-up that lands meanwhile is not lost
             try:
                 progressed = self.dispatch_available()
-            except StoreError as e:
+            except Exception as e:  # noqa: BLE001 - the thread must live on and retry
                 self._failed(e)
                 progressed = False
-            except Exception:
-                log.exception("dispatch failed at CommitLog offset %d", self.dispatch_from)
-                progressed = False
             if not progressed:
-                self._wake.wait(IDLE_WAIT_S)
+                self._wake.wait(IDLE_WAIT_S)  # also the pace of retries after a failure
 
-    def _failed(self, e: StoreError) -> None:
-        """A round could not write (a full disk): refuse writes until a round succeeds; the
-        thread retries from the same ``dispatch_from``."""
+    def _failed(self, e: Exception) -> None:
+        """A round could not write (a full disk, or a bug): refuse writes until a round
+        succeeds; the thread retries from the same ``dispatch_from`` every ``IDLE_WAIT_S``."""
+        if not isinstance(e, StoreError):
+            log.error("dispatch failed at CommitLog offset %d", self.dispatch_from, exc_info=e)
         self.gate.refuse("dispatch", f"the dispatcher cannot write ConsumeQueues or the index at "
                          f"CommitLog offset {self.dispatch_from}: {e}")
-        self._wake.set()
 
     def dispatch_inline(self) -> None:
         """Dispatch what was just appended, on the caller's thread, if that is one short round;
@@ -145,8 +143,9 @@ class Dispatcher:
                 self._wake.set()
                 return
             self._round(end, end)
-        except StoreError as e:
-            self._failed(e)  # the append succeeded: the thread dispatches it later
+        except Exception as e:  # noqa: BLE001 - the append succeeded: never fail it here
+            self._failed(e)
+            self._wake.set()  # the thread dispatches it later, at its own pace
         finally:
             self.lock.release()
 

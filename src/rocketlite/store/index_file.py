@@ -130,6 +130,14 @@ class IndexFile:
                       "allocate index blocks:")
         self._allocated = target
 
+    def reserve(self, count: int) -> None:
+        """Blocks for the next ``count`` entries (those that fit), before a message's keys are
+        written: ``DiskFullError`` now, so that none of them is written, rather than on the
+        second key after the first moved ``end_phy_offset``."""
+        count = min(count, self.entries_left)
+        if count > 1 and self._entry_end(self.index_count + count - 1) > self._allocated:
+            self._allocate_to(self._entry_end(self.index_count + count - 1))
+
     def reserve_ahead(self) -> DiskFullError | None:
         """Try again to allocate the blocks ahead of the next entry; the error if it fails."""
         if not self.is_full():

@@ -138,9 +138,12 @@ class IndexService:
             last = self.files[-1] if self.files else None
             if last is not None and phy_offset <= last.end_phy_offset:
                 return
+            # Blocks for every key before any is written (in this file and, when they spill, the
+            # next one): a full disk fails the message whole and the dispatcher's retry indexes it
+            # whole.
+            if last is not None:
+                last.reserve(len(full_keys))
             if last is not None and last.entries_left < len(full_keys) and self._spare is None:
-                # The keys spill into a new file: create it before any key is written, so that a
-                # full disk fails the message whole and the dispatcher's retry indexes it whole.
                 self._spare = self._create_file()
             for full in full_keys:
                 if last is None or not last.put(full, phy_offset, store_timestamp):

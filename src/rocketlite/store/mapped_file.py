@@ -126,14 +126,17 @@ class MappedFile:
         except ValueError as e:
             raise StoreError(f"segment file name {path.name!r} is not a 20-digit offset") from e
         created = False
-        if create:
-            try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-                created = True
-            except FileExistsError:
+        try:
+            if create:
+                try:
+                    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+                    created = True
+                except FileExistsError:
+                    fd = os.open(path, os.O_RDWR)
+            else:
                 fd = os.open(path, os.O_RDWR)
-        else:
-            fd = os.open(path, os.O_RDWR)
+        except OSError as e:  # ENOSPC for a new directory entry or inode, EMFILE, ...
+            raise disk.write_error(path, "open", e) from e
         self._fd: int | None = fd
         self.allocated = 0  # bytes from the start known to have disk blocks
         try:

@@ -215,7 +215,10 @@ class MappedFileQueue:
         return self.directory / offset_to_file_name(start)
 
     def _create(self, path: Path) -> MappedFile:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise disk.write_error(self.directory, "create", e) from e
         if self.allocator is not None:
             return self.allocator.take(path, self.file_size)
         return MappedFile(path, self.file_size, hold_fd=self.hold_fd)

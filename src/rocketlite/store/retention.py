@@ -160,8 +160,11 @@ class RetentionService:
         while True:  # wakes every RETRY_S: a refusal with a retry may have come meanwhile
             if self._stop.wait(max(0.0, min(next_run - time.monotonic(), RETRY_S))):
                 return
-            if gate.retry_pending:
-                gate.retry()  # space may have returned: allocate what was missing
+            try:
+                if gate.retry_pending:
+                    gate.retry()  # space may have returned: allocate what was missing
+            except Exception:  # the thread must keep retrying and deleting
+                log.exception("retrying refused writes failed")
             if time.monotonic() < next_run:
                 continue
             next_run = time.monotonic() + interval

@@ -36,8 +36,12 @@ class WriteGate:
         if new:
             log.error("refusing writes: %s", reason)
 
-    def clear(self, source: str) -> None:
+    def clear(self, source: str, only: tuple[str, Retry | None] | None = None) -> None:
+        """Lift the refusal of ``source`` (with ``only``: if it is still that very refusal, not
+        one made again meanwhile)."""
         with self._lock:
+            if only is not None and self._refusals.get(source) is not only:
+                return
             was = self._refusals.pop(source, None)
             self._update()
         if was is not None:
@@ -52,25 +56,30 @@ class WriteGate:
 
     @property
     def retry_pending(self) -> bool:
-        return any(retry is not None for _, retry in self._refusals.values())
+        with self._lock:  # other threads refuse and clear meanwhile
+            return any(retry is not None for _, retry in self._refusals.values())
 
     def retry(self) -> None:
-        """Run every pending retry; a retry that succeeds clears its source."""
+        """Run every pending retry; a retry that succeeds clears its source, unless the source
+        was refused again while it ran."""
         with self._lock:
-            pending = [(s, r) for s, (_, r) in self._refusals.items() if r is not None]
-        for source, fn in pending:
+            pending = [(s, entry) for s, entry in self._refusals.items() if entry[1] is not None]
+        for source, entry in pending:
+            fn = entry[1]
+            if fn is None:  # (filtered above; for the type checker)
+                continue
             try:
                 fn()
             except StoreError as e:
                 with self._lock:
-                    if source in self._refusals:
+                    if self._refusals.get(source) is entry:
                         self._refusals[source] = (str(e), fn)
                         self._update()
                 continue
             except Exception:
                 log.exception("retrying %s failed", source)
                 continue
-            self.clear(source)
+            self.clear(source, entry)
 
     def _update(self) -> None:
         self.reason = next(iter(self._refusals.values()))[0] if self._refusals else None

@@ -40,3 +40,18 @@ def test_an_existing_store_keeps_its_sizes(tmp_path: Path) -> None:
     IndexFile(root / "index" / "20240101000000000", 1000, 4000, create=True).close()
     _, cfg = load_configs(None, {"storePathRootDir": str(root)}, START_DEFAULTS)
     assert sizes(cfg) == (1 << 30, 1000, 4000)
+
+
+def test_an_existing_index_of_another_ratio_keeps_its_geometry(tmp_path: Path) -> None:
+    """Not RocketMQ's 4 entries per slot: the geometry is read from the file's entries
+    (``store_reader.index_slot_num``), not guessed into the start defaults (which would drop the
+    file and its keys)."""
+    root = tmp_path / "s"
+    (root / "index").mkdir(parents=True)
+    f = IndexFile(root / "index" / "20240101000000000", 1000, 2500, create=True)
+    for n in range(1, 11):
+        assert f.put(f"T#k{n}", n * 100, 1_700_000_000_000)
+    f.flush()
+    f.close()
+    _, cfg = load_configs(None, {"storePathRootDir": str(root)}, START_DEFAULTS)
+    assert (cfg.max_hash_slot_num, cfg.max_index_num) == (1000, 2500)

@@ -246,6 +246,36 @@ async def test_idle_connections_are_closed_and_busy_ones_kept(caplog: pytest.Log
         await server.close()
 
 
+async def test_an_idle_connection_with_unread_replies_below_the_high_mark_is_aborted() -> None:
+    """Replies the peer never reads, fewer than the high mark: the connection is idle, and a
+    graceful close would wait for them to drain, for ever; it is aborted instead."""
+    limits = ConnectionLimits(max_idle_s=0.5, write_high=64 << 20, write_low=0)
+    server = RemotingServer("127.0.0.1", 0, name="unread", limits=limits)
+    server.register(ECHO, lambda conn, cmd: cmd.response(0, body=b"z" * 100_000))
+    await server.start()
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    loop = asyncio.get_running_loop()
+    try:
+        await loop.sock_connect(sock, ("127.0.0.1", server.port))
+        req = RemotingCommand.request(ECHO)
+        req.opaque = 1
+        await loop.sock_sendall(sock, req.encode() * 200)  # 20 MB of replies, never read
+        await asyncio.sleep(0.3)
+        [conn] = server.connections
+        assert conn.blocked_since == 0 and conn.transport is not None \
+            and conn.transport.get_write_buffer_size() > 0  # below the mark, not draining
+        for _ in range(40):
+            await asyncio.sleep(0.1)
+            if not server.connections:
+                break
+        assert not server.connections
+    finally:
+        sock.close()
+        await server.close()
+
+
 async def test_a_connection_stuck_above_the_high_mark_is_aborted() -> None:
     limits = ConnectionLimits(max_idle_s=0.5, write_high=64 * 1024, write_low=0)
     server = RemotingServer("127.0.0.1", 0, name="stuck", limits=limits)

@@ -465,6 +465,15 @@ class Connection(asyncio.Protocol):
             self._flush_out()  # replies already sent go out before the close
             self.transport.close()
 
+    def close_idle(self) -> None:
+        """Close a connection idle for the server's idle time: gracefully, unless replies still
+        wait unwritten (the peer has not read for all that time, so a graceful close would wait
+        for ever): those are dropped (``abort``)."""
+        if self.transport is not None and self.transport.get_write_buffer_size():
+            self.abort()
+        else:
+            self.close()
+
     def abort(self) -> None:
         """Close at once, dropping unwritten replies (a peer that does not read them)."""
         if self.transport is not None and not self.transport.is_closing():

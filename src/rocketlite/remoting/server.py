@@ -114,7 +114,7 @@ class RemotingServer:
                 conn.abort()
             elif now - conn.last_io >= max_idle:
                 idle.append(conn)
-                conn.close()
+                conn.close_idle()
         if idle:
             log.info("%s: closed %d connection(s) idle for %.0f s: %s%s", self.name, len(idle),
                      max_idle, idle[0].peer, ", ..." if len(idle) > 1 else "")

@@ -32,7 +32,6 @@ class RemotingClient:
     ) -> None:
         self.handler = handler
         self.connect_timeout = connect_timeout
-        self.max_frame = max_frame
         # The client keeps reading whatever it writes (the replies it reads are what unblock a
         # broker that stopped reading it); it never closes a connection for being idle.
         self.limits = ConnectionLimits.for_client(max_frame)

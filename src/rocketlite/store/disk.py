@@ -33,8 +33,8 @@ from rocketlite.common.errors import DiskFullError, FlushError, StoreError
 log = logging.getLogger(__name__)
 
 PAGE = 4096
-_ZERO_CHUNK = 1 << 20
-_ZEROS = bytes(_ZERO_CHUNK)
+ZERO_CHUNK = 1 << 20
+ZEROS = bytes(ZERO_CHUNK)  # the store's one buffer of zeros (mapped_file shares it)
 _FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 # posix_fallocate without filesystem support (glibc emulates it, other C libraries may not).
 _NO_FALLOCATE = frozenset({errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})
@@ -119,16 +119,16 @@ def _write_zeros(fd: int, offset: int, length: int) -> None:
     end = offset + length
     pos = offset
     while pos < end:
-        n = min(_ZERO_CHUNK, end - pos)
+        n = min(ZERO_CHUNK, end - pos)
         have = os.pread(fd, n, pos)
-        if have == _ZEROS[: len(have)]:
-            write_all(fd, _ZEROS[:n], pos)
+        if have == ZEROS[: len(have)]:
+            write_all(fd, ZEROS[:n], pos)
         else:
             for p in range(0, n, PAGE):
                 page = have[p : p + PAGE]
                 m = min(PAGE, n - p)
-                if page == _ZEROS[: len(page)]:
-                    write_all(fd, _ZEROS[:m], pos + p)
+                if page == ZEROS[: len(page)]:
+                    write_all(fd, ZEROS[:m], pos + p)
         pos += n
 
 

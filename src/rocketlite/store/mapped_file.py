@@ -36,10 +36,10 @@ from rocketlite.store import disk
 
 log = logging.getLogger(__name__)
 
-OS_PAGE_SIZE = 4096
+OS_PAGE_SIZE = disk.PAGE
 RESERVE_AHEAD_MAX = 1 << 20  # ConsumeQueue blocks allocated ahead of the units: at most 1 MiB
-_WARM_CHUNK = 1 << 20
-_ZEROS = bytes(_WARM_CHUNK)
+_WARM_CHUNK = disk.ZERO_CHUNK
+_ZEROS = disk.ZEROS  # one shared buffer of zeros for the store
 
 
 def offset_to_file_name(offset: int) -> str:
@@ -216,18 +216,17 @@ class MappedFile:
         else:
             WRITE_FDS.pwrite(self.path, data, pos)
 
-    def try_allocate(self) -> bool:
+    def try_allocate(self) -> None:
         """Give the whole segment its blocks (a segment opened from disk, which may be sparse:
-        an older store or a Java broker's); False, logged, when the disk is full."""
+        an older store or a Java broker's); logged, not raised, when the disk is full."""
         if self.allocated >= self.file_size or self._fd is None:
-            return self.allocated >= self.file_size
+            return
         try:
             disk.allocate(self._fd, 0, self.file_size, self.path, "allocate a segment:")
         except StoreError as e:
             log.warning("segment %s stays sparse: %s", self.path, e)
-            return False
+            return
         self.allocated = self.file_size
-        return True
 
     def reserve(self, end: int) -> DiskFullError | None:
         """Make sure ``[0, end)`` has disk blocks before it is written (``DiskFullError`` if not:

@@ -6,8 +6,9 @@ no rebalance; :meth:`LitePullConsumer.fetch_queues` lists a topic's readable que
 
 Each owned queue has a pull task: long-polling pulls (the broker holds a pull up to
 ``broker_suspend_max``) into the queue's buffer, which holds at most ``pull_threshold_for_queue``
-messages (a full buffer stops the pulls). :meth:`LitePullConsumer.poll` hands out up to
-``pull_batch_size`` buffered messages, taken round-robin from the queues not paused.
+messages (a full buffer stops the pulls until polls drain it to half).
+:meth:`LitePullConsumer.poll` hands out up to ``pull_batch_size`` buffered messages, taken
+round-robin from the queues not paused.
 
 Offsets: each queue remembers where its polled messages end. With ``auto_commit`` that position is
 committed to the offset store (in memory) at the next poll and persisted by the client instance's
@@ -52,6 +53,7 @@ class _Queue:
     buffer: collections.deque[MessageExt] = field(default_factory=collections.deque)
     paused: bool = False
     dropped: bool = False
+    room: asyncio.Event = field(default_factory=asyncio.Event)  # set: the pull may go on
     task: asyncio.Task[None] | None = None
 
     def is_dropped(self) -> bool:
@@ -202,7 +204,12 @@ class LitePullConsumer(ConsumerBase):
                 log.info("group %s: now pulling %s from offset %d", self.group, q.mq, q.next_offset)
             room = self.pull_threshold - len(q.buffer)
             if q.paused or room <= 0:
-                await asyncio.sleep(0.05)  # flow control: Java delays the pull 50 ms
+                # Flow control: Java retries after 50 ms; this pull goes on as soon as polls have
+                # drained the buffer to half the threshold (or the queue is resumed), and at the
+                # latest after those 50 ms.
+                q.room.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(q.room.wait(), 0.05)
                 continue
             sub = self.subscriptions.get(q.mq.topic)
             offset = q.next_offset
@@ -269,6 +276,8 @@ class LitePullConsumer(ConsumerBase):
                 msg = q.buffer.popleft()
                 q.consumed = msg.queue_offset + 1
                 out.append(msg)
+            if len(q.buffer) <= self.pull_threshold // 2 and not q.room.is_set():
+                q.room.set()
             if len(out) >= self.pull_batch_size:
                 break
         return out
@@ -283,6 +292,7 @@ class LitePullConsumer(ConsumerBase):
         for mq in queues:
             if (q := self._queues.get(mq)) is not None:
                 q.paused = False
+                q.room.set()
         self._arrived.set()
 
     # -- offsets --------------------------------------------------------------------------------

@@ -180,3 +180,19 @@ async def test_offset_for_timestamp(cluster: Cluster) -> None:
         offset = await c.offset_for_timestamp(mq, ts)
         await c.seek(mq, offset)
         assert bodies(await drain(c, 4)) == sorted(later)
+
+
+async def test_a_full_buffer_pulls_again_once_polls_drain_it_to_half(cluster: Cluster) -> None:
+    """Flow control: a queue whose buffer holds ``pull_threshold_for_queue`` messages stops
+    pulling; a poll that takes it down to half the threshold lets the pull go on at once."""
+    mq = MessageQueue("LTF", "broker-a", 2)
+    created = await produce(cluster, "LTF", 1, start=99)  # creates the topic: any queue
+    sent = await produce(cluster, "LTF", 30, queue=mq)
+    async with lite(cluster, "LGF", pull_batch_size=5, pull_threshold_for_queue=10) as c:
+        c.assign([mq])
+        q = c._queues[mq]
+        await eventually(lambda: len(q.buffer) == 10 and not q.room.is_set())
+        first = await c.poll(1.0)
+        assert len(first) == 5 and q.room.is_set()  # 5 left: half the threshold
+        got = await drain(c, 25)
+        assert [m.body for m in first + got if m.body not in created] == sent

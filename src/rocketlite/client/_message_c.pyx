@@ -5,14 +5,14 @@
 ``MessageExt`` objects while they have the common shape (IPv4 hosts, a V1 topic, an uncompressed
 body, a whole frame and, with ``verify_crc``, a matching BODYCRC), and returns the position of the
 first record it leaves to the pure path (another shape, a damaged record, the end). The record's
-byte table lives in ``rocketlite.formats.message_record``; properties are parsed straight from
-their bytes as ``formats.properties.decode_properties`` parses their text.
-``tests/unit/native/test_message_twin.py`` checks the twin against the pure path.
+byte table lives in ``rocketlite.formats.message_record``. The properties, the hosts and the ids are
+left as the record's bytes (``MessageExt.LAZY`` slots None): the message makes them on first access,
+as the pure path makes them at once. ``tests/unit/native/test_message_twin.py`` checks the twin
+against the pure path.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
-from cpython.object cimport Py_TYPE, PyObject, descrsetfunc
+from cpython.object cimport Py_TYPE, descrsetfunc
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from rocketlite.common._bytes cimport be_i16, be_i32, be_i64, be_u32
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
@@ -27,52 +27,36 @@ cdef enum:
     BODY_AT = 88  # fields 1-15 of a record with IPv4 hosts, BODYLENGTH included
     HOSTS_V6 = 0x30
     COMPRESSED = 0x1
-    N_FIELDS = 18
-
-
-
-
-
-cdef dict _properties(const char* p, Py_ssize_t n):
-    """``name \\x01 value \\x02`` entries -> dict, as ``decode_properties`` does on their text:
-    entries without a name or a value are skipped (every kept one has the 3 characters that rule
-    asks for: a non-empty byte run decodes to at least one character)."""
-    cdef dict out = {}
-    cdef Py_ssize_t i = 0, start, sep
-    while i < n:
-        start = i
-        sep = -1
-        while i < n and p[i] != 2:
-            if p[i] == 1 and sep < 0:
-                sep = i
-            i += 1
-        if start < sep < i - 1:
-            PyDict_SetItem(out, PyUnicode_DecodeUTF8(p + start, sep - start, "replace"),
-                           PyUnicode_DecodeUTF8(p + sep + 1, i - sep - 1, "replace"))
-        i += 1
-    return out
+    N_DECODED = 16
+    N_LAZY = 5
 
 
 cdef class Decoder:
-    """Built once by ``client/message.py`` with the class to build and the shared helpers."""
+    """Built once by ``client/message.py`` with the class to build, the slots it sets from a
+    record (``MessageExt.DECODED``), the slots it leaves None (``MessageExt.LAZY``) and crc32."""
 
-    cdef object cls, crc32, host8, uniq_key
-    cdef list descrs
-    cdef descrsetfunc setters[N_FIELDS]
+    cdef object cls, crc32
+    cdef list descrs, lazy
+    cdef descrsetfunc setters[N_DECODED]
+    cdef descrsetfunc lazy_setters[N_LAZY]
 
-    def __init__(self, cls, fields, crc32, host8, uniq_key):
+    def __init__(self, cls, decoded, lazy, crc32):
         self.cls = cls
         self.crc32 = crc32
-        self.host8 = host8  # 8 host bytes -> ("ip:port", offset-id hex prefix), cached
-        self.uniq_key = uniq_key
-        if len(fields) != N_FIELDS:
-            raise TypeError(f"MessageExt has {len(fields)} fields, the twin knows {N_FIELDS}")
-        self.descrs = [cls.__dict__[name] for name in fields]
+        if len(decoded) != N_DECODED or len(lazy) != N_LAZY:
+            raise TypeError(f"MessageExt has {len(decoded)} decoded and {len(lazy)} lazy slots, "
+                            f"the twin knows {N_DECODED} and {N_LAZY}")
+        self.descrs = [cls.__dict__[name] for name in decoded]
+        self.lazy = [cls.__dict__[name] for name in lazy]
         cdef int i
-        for i in range(N_FIELDS):
+        for i in range(N_DECODED):
             self.setters[i] = Py_TYPE(self.descrs[i]).tp_descr_set
             if self.setters[i] is NULL:
-                raise TypeError(f"MessageExt.{fields[i]} is not a slot")
+                raise TypeError(f"MessageExt.{decoded[i]} is not a slot")
+        for i in range(N_LAZY):
+            self.lazy_setters[i] = Py_TYPE(self.lazy[i]).tp_descr_set
+            if self.lazy_setters[i] is NULL:
+                raise TypeError(f"MessageExt.{lazy[i]} is not a slot")
 
     def run(self, bytes body, Py_ssize_t pos, Py_ssize_t end, str broker_name, bint verify_crc,
             list out):
@@ -80,8 +64,9 @@ cdef class Decoder:
         cdef Py_ssize_t size, body_len, body_at, topic_at, topic_len, props_at, props_len, rend
         cdef int32_t sys_flag
         cdef int64_t commit_log_offset
-        cdef PyObject* uniq
+        cdef int i
         cdef list d = self.descrs
+        cdef list z = self.lazy
         if end > PyBytes_GET_SIZE(body):
             end = PyBytes_GET_SIZE(body)
         while end - pos >= BODY_AT:
@@ -108,17 +93,11 @@ cdef class Decoder:
             payload = PyBytes_FromStringAndSize(<const char*>p + body_at, body_len)
             if verify_crc and (self.crc32(payload) & 0x7FFFFFFF) != <uint32_t>be_i32(p + pos + 8):
                 break
-            topic = PyUnicode_DecodeUTF8(<const char*>p + topic_at, topic_len, "replace")
-            properties = _properties(<const char*>p + props_at, props_len)
-            born, _ = self.host8(PyBytes_FromStringAndSize(<const char*>p + pos + 48, 8))
-            store, prefix = self.host8(PyBytes_FromStringAndSize(<const char*>p + pos + 64, 8))
-            offset_id = f"{prefix}{commit_log_offset:016X}"
-            uniq = PyDict_GetItem(properties, self.uniq_key)
-            msg_id = offset_id if uniq is NULL or not <object>uniq else <object>uniq
             o = self.cls.__new__(self.cls)
-            self.setters[0](d[0], o, topic)
+            self.setters[0](d[0], o, PyUnicode_DecodeUTF8(<const char*>p + topic_at, topic_len,
+                                                          "replace"))
             self.setters[1](d[1], o, payload)
-            self.setters[2](d[2], o, properties)
+            self.setters[2](d[2], o, PyBytes_FromStringAndSize(<const char*>p + props_at, props_len))
             self.setters[3](d[3], o, be_i32(p + pos + 12))  # queue id
             self.setters[4](d[4], o, be_i64(p + pos + 20))  # queue offset
             self.setters[5](d[5], o, commit_log_offset)
@@ -126,14 +105,14 @@ cdef class Decoder:
             self.setters[7](d[7], o, be_i32(p + pos + 16))  # flag
             self.setters[8](d[8], o, be_i64(p + pos + 40))  # born timestamp
             self.setters[9](d[9], o, be_i64(p + pos + 56))  # store timestamp
-            self.setters[10](d[10], o, born)
-            self.setters[11](d[11], o, store)
+            self.setters[10](d[10], o, PyBytes_FromStringAndSize(<const char*>p + pos + 48, 8))
+            self.setters[11](d[11], o, PyBytes_FromStringAndSize(<const char*>p + pos + 64, 8))
             self.setters[12](d[12], o, be_i32(p + pos + 72))  # reconsume times
             self.setters[13](d[13], o, be_i64(p + pos + 76))  # prepared transaction offset
             self.setters[14](d[14], o, be_i32(p + pos + 8))  # body CRC
-            self.setters[15](d[15], o, msg_id)
-            self.setters[16](d[16], o, offset_id)
-            self.setters[17](d[17], o, broker_name)
+            self.setters[15](d[15], o, broker_name)
+            for i in range(N_LAZY):
+                self.lazy_setters[i](z[i], o, None)
             out.append(o)
             pos = rend
         return pos

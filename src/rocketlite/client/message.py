@@ -16,7 +16,6 @@ Compression (``MessageSysFlag``): bit 0x1 marks a compressed body, bits 8-10 nam
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import itertools
 import os
@@ -135,14 +134,39 @@ def check_uniq_key(uniq: str) -> None:
         raise MQClientError(f"uniq_key {uniq!r} is invalid: 1-128 letters, digits, '_', '.', ':' or '-'")
 
 
-@dataclass(slots=True)
 class MessageExt:
     """A stored message as pulled or queried. ``msg_id`` is the UNIQ_KEY when the producer set one,
-    else the broker's offset id (``offset_msg_id``: store host, port and CommitLog offset)."""
+    else the broker's offset id (``offset_msg_id``: store host, port and CommitLog offset).
+
+    Built by ``decode_messages`` from a pull's records, the properties, the two hosts and the ids
+    are kept as the record's bytes and made into text on first access (most consumers read the
+    body and nothing else); the constructor takes them made."""
+
+    __slots__ = (  # noqa: RUF023 - the fields, then the lazy ones with what they are made from
+        "topic", "body", "queue_id", "queue_offset", "commit_log_offset", "sys_flag", "flag",
+        "born_timestamp", "store_timestamp", "reconsume_times", "prepared_transaction_offset",
+        "body_crc", "broker_name",
+        # made on first access from the record's bytes when None:
+        "_properties", "_raw_properties", "_born_host", "_born_raw", "_store_host", "_store_raw",
+        "_msg_id", "_offset_msg_id",
+    )
+    FIELDS: Final = (
+        "topic", "body", "properties", "queue_id", "queue_offset", "commit_log_offset", "sys_flag",
+        "flag", "born_timestamp", "store_timestamp", "born_host", "store_host", "reconsume_times",
+        "prepared_transaction_offset", "body_crc", "msg_id", "offset_msg_id", "broker_name",
+    )
+    """The public fields, in the constructor's order (equality and repr compare them)."""
+    DECODED: Final = (
+        "topic", "body", "_raw_properties", "queue_id", "queue_offset", "commit_log_offset",
+        "sys_flag", "flag", "born_timestamp", "store_timestamp", "_born_raw", "_store_raw",
+        "reconsume_times", "prepared_transaction_offset", "body_crc", "broker_name",
+    )
+    """The slots a record decoder sets (``_decoded``) from the record's fields."""
+    LAZY: Final = ("_properties", "_born_host", "_store_host", "_msg_id", "_offset_msg_id")
+    """The slots a record decoder leaves None: made from the ones above on first access."""
 
     topic: str
     body: bytes
-    properties: dict[str, str]
     queue_id: int
     queue_offset: int
     commit_log_offset: int
@@ -150,14 +174,109 @@ class MessageExt:
     flag: int
     born_timestamp: int
     store_timestamp: int
-    born_host: str
-    store_host: str
     reconsume_times: int
     prepared_transaction_offset: int
     body_crc: int
-    msg_id: str
-    offset_msg_id: str
-    broker_name: str = ""
+    broker_name: str
+    _properties: dict[str, str] | None
+    _raw_properties: bytes
+    _born_host: str | None
+    _born_raw: bytes
+    _store_host: str | None
+    _store_raw: bytes
+    _msg_id: str | None
+    _offset_msg_id: str | None
+
+    def __init__(self, topic: str, body: bytes, properties: dict[str, str], queue_id: int,
+                 queue_offset: int, commit_log_offset: int, sys_flag: int, flag: int,
+                 born_timestamp: int, store_timestamp: int, born_host: str, store_host: str,
+                 reconsume_times: int, prepared_transaction_offset: int, body_crc: int,
+                 msg_id: str, offset_msg_id: str, broker_name: str = "") -> None:
+        self.topic = topic
+        self.body = body
+        self._properties = properties
+        self._raw_properties = b""
+        self.queue_id = queue_id
+        self.queue_offset = queue_offset
+        self.commit_log_offset = commit_log_offset
+        self.sys_flag = sys_flag
+        self.flag = flag
+        self.born_timestamp = born_timestamp
+        self.store_timestamp = store_timestamp
+        self._born_host, self._born_raw = born_host, b""
+        self._store_host, self._store_raw = store_host, b""
+        self.reconsume_times = reconsume_times
+        self.prepared_transaction_offset = prepared_transaction_offset
+        self.body_crc = body_crc
+        self._msg_id = msg_id
+        self._offset_msg_id = offset_msg_id
+        self.broker_name = broker_name
+
+    @classmethod
+    def _decoded(cls, values: Sequence[object]) -> MessageExt:
+        """A message from a record's fields in ``DECODED`` order (what the compiled decoder
+        does through the slots)."""
+        m = cls.__new__(cls)
+        for name, value in zip(cls.DECODED, values, strict=True):
+            setattr(m, name, value)
+        for name in cls.LAZY:
+            setattr(m, name, None)
+        return m
+
+    @property
+    def properties(self) -> dict[str, str]:
+        p = self._properties
+        if p is None:
+            p = self._properties = decode_properties(self._raw_properties.decode("utf-8", "replace"))
+        return p
+
+    @properties.setter
+    def properties(self, value: dict[str, str]) -> None:
+        self._properties = value
+
+    @property
+    def born_host(self) -> str:
+        h = self._born_host
+        if h is None:
+            h = self._born_host = _host8(self._born_raw)[0]
+        return h
+
+    @born_host.setter
+    def born_host(self, value: str) -> None:
+        self._born_host = value
+
+    @property
+    def store_host(self) -> str:
+        h = self._store_host
+        if h is None:
+            h = self._store_host = _host8(self._store_raw)[0]
+        return h
+
+    @store_host.setter
+    def store_host(self, value: str) -> None:
+        self._store_host = value
+
+    @property
+    def offset_msg_id(self) -> str:
+        i = self._offset_msg_id
+        if i is None:
+            i = self._offset_msg_id = f"{_host8(self._store_raw)[1]}{self.commit_log_offset:016X}"
+        return i
+
+    @offset_msg_id.setter
+    def offset_msg_id(self, value: str) -> None:
+        self._offset_msg_id = value
+
+    @property
+    def msg_id(self) -> str:
+        i = self._msg_id
+        if i is None:
+            i = self._msg_id = self.properties.get(props.UNIQ_KEY) or self.offset_msg_id
+        return i
+
+    @msg_id.setter
+    def msg_id(self, value: str) -> None:
+        self._msg_id = value
 
     @property
     def tags(self) -> str | None:
@@ -170,6 +289,20 @@ class MessageExt:
     @property
     def uniq_key(self) -> str | None:
         return self.properties.get(props.UNIQ_KEY)
+
+    def _values(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in self.FIELDS)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass it was
+
+    def __repr__(self) -> str:
+        return "MessageExt(" + ", ".join(f"{n}={v!r}" for n, v in zip(self.FIELDS, self._values(),
+                                                                       strict=True)) + ")"
 
 
 _HOSTS: dict[tuple[bytes, int], str] = {}  # "ip:port" by address: a pull repeats a few hosts
@@ -237,20 +370,17 @@ def _run_py(body: bytes, pos: int, end: int, broker_name: str, verify_crc: bool,
     """Decode the common records from ``pos`` (IPv4 hosts, a V1 topic, an uncompressed body, a
     whole frame, with ``verify_crc`` a matching BODYCRC) into ``out``; return where the first
     other one starts (or ``end``). One struct unpack per record, no intermediate object."""
-    uniq_mark = props.UNIQ_KEY
+    decoded = MessageExt._decoded
     while pos < end:
         fast = unpack_v4(body, pos, end, verify_crc)
         if fast is None or fast[0][6] < 0 or fast[0][7] & SYSFLAG_COMPRESSED:
             return pos
         f, payload, topic, text = fast
         pos += f[0]
-        properties = decode_properties(text)
-        born, _ = _host8(f[9])
-        store, prefix = _host8(f[11])
-        offset_id = f"{prefix}{f[6]:016X}"
-        out.append(MessageExt(topic, payload, properties, f[3], f[5], f[6], f[7], f[4], f[8], f[10],
-                              born, store, f[12], f[13], f[2], properties.get(uniq_mark) or offset_id,
-                              offset_id, broker_name))
+        m = decoded((topic, payload, b"", f[3], f[5], f[6], f[7], f[4], f[8], f[10], f[9], f[11], f[12],
+                     f[13], f[2], broker_name))
+        m._properties = decode_properties(text)  # the reference parses at once; the twin on use
+        out.append(m)
     return pos
 
 
@@ -285,8 +415,7 @@ def _decode_one(body: bytes, pos: int, end: int, broker_name: str, verify_crc: b
 _run: Callable[[bytes, int, int, str, bool, list[MessageExt]], int] = _run_py
 _c = native.load("rocketlite.client._message_c")
 if _c is not None:
-    _run = _c.Decoder(MessageExt, [f.name for f in dataclasses.fields(MessageExt)], crc32, _host8,
-                      props.UNIQ_KEY).run
+    _run = _c.Decoder(MessageExt, MessageExt.DECODED, MessageExt.LAZY, crc32).run
 
 
 # ------------------------------------------------------------------------------------ compression

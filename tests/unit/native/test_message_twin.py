@@ -5,8 +5,6 @@ negative offsets), damaged records (body bytes, lengths, CRC) and trailing garba
 
 from __future__ import annotations
 
-import dataclasses
-
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -17,8 +15,7 @@ from rocketlite.formats.properties import encode_properties
 from strategies import records
 
 C = twin("rocketlite.client._message_c")
-DECODER = C.Decoder(ref.MessageExt, [f.name for f in dataclasses.fields(ref.MessageExt)], rec.crc32,
-                    ref._host8, "UNIQ_KEY")
+DECODER = C.Decoder(ref.MessageExt, ref.MessageExt.DECODED, ref.MessageExt.LAZY, rec.crc32)
 
 
 @st.composite
@@ -62,3 +59,18 @@ def test_a_run_of_common_records_is_taken_whole(parts: list[bytes]) -> None:
     got: list[ref.MessageExt] = []
     assert DECODER.run(data, 0, len(data), "b", True, got) == len(data)
     assert got == ref.decode_messages(data, "b")
+
+
+@given(st.lists(common_records(lowest_offset=0), min_size=1, max_size=3))
+def test_the_twin_leaves_properties_hosts_and_ids_to_first_access(parts: list[bytes]) -> None:
+    data = b"".join(parts)
+    got: list[ref.MessageExt] = []
+    DECODER.run(data, 0, len(data), "b", False, got)
+    want = ref.decode_messages(data, "b", verify_crc=False)
+    for m, w in zip(got, want, strict=True):
+        assert all(getattr(m, name) is None for name in ref.MessageExt.LAZY)
+        assert (m.msg_id, m.offset_msg_id, m.born_host, m.store_host) == \
+            (w.msg_id, w.offset_msg_id, w.born_host, w.store_host)
+        assert m.properties == w.properties and m._properties is m.properties  # parsed once
+        m.properties["TAGS"] = "t"  # the parsed dict is the message's own, as a built one's is
+        assert m.tags == "t"

@@ -26,7 +26,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final, Generic, TypeVar, overload
 
 import lz4.frame
 import zstandard
@@ -134,6 +134,37 @@ def check_uniq_key(uniq: str) -> None:
         raise MQClientError(f"uniq_key {uniq!r} is invalid: 1-128 letters, digits, '_', '.', ':' or '-'")
 
 
+T = TypeVar("T")
+
+
+class _Lazy(Generic[T]):
+    """A field of ``MessageExt`` kept in the slot of its name with a leading ``_``; None there
+    means not made yet: ``make(message)`` makes it on first read (from the record's bytes)."""
+
+    def __init__(self, make: Callable[[MessageExt], T]) -> None:
+        self.make = make
+        self.slot: Any = None
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = owner.__dict__["_" + name]  # the slot's member descriptor
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> _Lazy[T]: ...
+    @overload
+    def __get__(self, obj: MessageExt, owner: type) -> T: ...
+    def __get__(self, obj: MessageExt | None, owner: type) -> T | _Lazy[T]:
+        if obj is None:
+            return self
+        value: T | None = self.slot.__get__(obj, owner)
+        if value is None:
+            value = self.make(obj)
+            self.slot.__set__(obj, value)
+        return value
+
+    def __set__(self, obj: MessageExt, value: T) -> None:
+        self.slot.__set__(obj, value)
+
+
 class MessageExt:
     """A stored message as pulled or queried. ``msg_id`` is the UNIQ_KEY when the producer set one,
     else the broker's offset id (``offset_msg_id``: store host, port and CommitLog offset).
@@ -223,60 +254,12 @@ class MessageExt:
             setattr(m, name, None)
         return m
 
-    @property
-    def properties(self) -> dict[str, str]:
-        p = self._properties
-        if p is None:
-            p = self._properties = decode_properties(self._raw_properties.decode("utf-8", "replace"))
-        return p
-
-    @properties.setter
-    def properties(self, value: dict[str, str]) -> None:
-        self._properties = value
-
-    @property
-    def born_host(self) -> str:
-        h = self._born_host
-        if h is None:
-            h = self._born_host = _host8(self._born_raw)[0]
-        return h
-
-    @born_host.setter
-    def born_host(self, value: str) -> None:
-        self._born_host = value
-
-    @property
-    def store_host(self) -> str:
-        h = self._store_host
-        if h is None:
-            h = self._store_host = _host8(self._store_raw)[0]
-        return h
-
-    @store_host.setter
-    def store_host(self, value: str) -> None:
-        self._store_host = value
-
-    @property
-    def offset_msg_id(self) -> str:
-        i = self._offset_msg_id
-        if i is None:
-            i = self._offset_msg_id = f"{_host8(self._store_raw)[1]}{self.commit_log_offset:016X}"
-        return i
-
-    @offset_msg_id.setter
-    def offset_msg_id(self, value: str) -> None:
-        self._offset_msg_id = value
-
-    @property
-    def msg_id(self) -> str:
-        i = self._msg_id
-        if i is None:
-            i = self._msg_id = self.properties.get(props.UNIQ_KEY) or self.offset_msg_id
-        return i
-
-    @msg_id.setter
-    def msg_id(self, value: str) -> None:
-        self._msg_id = value
+    properties: _Lazy[dict[str, str]] = _Lazy(
+        lambda m: decode_properties(m._raw_properties.decode("utf-8", "replace")))
+    born_host: _Lazy[str] = _Lazy(lambda m: _host8(m._born_raw)[0])
+    store_host: _Lazy[str] = _Lazy(lambda m: _host8(m._store_raw)[0])
+    offset_msg_id: _Lazy[str] = _Lazy(lambda m: f"{_host8(m._store_raw)[1]}{m.commit_log_offset:016X}")
+    msg_id: _Lazy[str] = _Lazy(lambda m: m.properties.get(props.UNIQ_KEY) or m.offset_msg_id)
 
     @property
     def tags(self) -> str | None:

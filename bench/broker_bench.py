@@ -379,19 +379,25 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def broker_process(flush: str = "ASYNC_FLUSH", store: Path | None = None
-                   ) -> Iterator[tuple[str, int, str]]:
-    """``rocketlite start`` with its store at ``store`` (kept), or in a temporary folder (deleted):
-    (broker address, pid, NameServer address)."""
+def broker_process(flush: str = "ASYNC_FLUSH", store: Path | None = None,
+                   conf: dict[str, str] | None = None) -> Iterator[tuple[str, int, str]]:
+    """``rocketlite start`` with its store at ``store`` (kept), or in a temporary folder (deleted),
+    and ``conf`` as its broker.conf (RocketMQ keys): (broker address, pid, NameServer address)."""
     base = None
     if store is None:
         base = Path(tempfile.mkdtemp(prefix="rocketlite-bench-", dir="."))
         store = base / "store"
     ns, port = free_port(), free_port()
+    extra: list[str] = []
+    if conf:
+        store.mkdir(parents=True, exist_ok=True)
+        path = store.parent / f"{store.name}-broker.conf"
+        path.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
+        extra = ["--conf", str(path)]
     proc = subprocess.Popen(
         [sys.executable, "-m", "rocketlite", "start", "--store", str(store),
          "--namesrv-port", str(ns), "--broker-port", str(port), "--flush", flush,
-         "--log-level", "WARNING"],
+         "--log-level", "WARNING", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
     )

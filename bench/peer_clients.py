@@ -34,6 +34,7 @@ from importlib import metadata
 from typing import Any
 
 from broker_bench import percentiles, run_consume, run_sends
+from peer_servers import PULL_BATCH
 from peer_servers import machine_busy_s, tree_cpu_s
 
 _SEQ = struct.Struct(">Q")
@@ -207,7 +208,7 @@ class RedisDriver(Driver):
     async def consume(self, count: int, sink: Sink) -> None:
         last: bytes | str = "0-0"
         while sink.n < count and time.monotonic() < self.deadline:
-            reply = await self.done(self.r.xread({"bench": last}, count=1000, block=1000))
+            reply = await self.done(self.r.xread({"bench": last}, count=PULL_BATCH, block=1000))
             for _stream, entries in reply:
                 for _id, fields in entries:
                     sink(fields[b"d"])
@@ -264,7 +265,7 @@ class NatsDriver(Driver):
             config=ConsumerConfig(ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL))
         while sink.n < count:
             with contextlib.suppress(nats.errors.TimeoutError):
-                for m in await sub.fetch(1000, timeout=2):
+                for m in await sub.fetch(PULL_BATCH, timeout=2):
                     sink(m.data)
 
     def libraries(self) -> dict[str, str]:
@@ -369,7 +370,7 @@ class RocketliteDriver(Driver):
         from rocketlite.protocol.bodies import ConsumeFromWhere
 
         c = LitePullConsumer("BenchPeersGroup", namesrv_addr=self.spec["addr"],
-                             pull_batch_size=self.spec.get("pull_batch", 32),
+                             pull_batch_size=PULL_BATCH,
                              consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
         c.subscribe(self.topic)
         await c.start()
@@ -412,7 +413,7 @@ class LeanDriver(Driver):
         progress.errors = sum(r["errors"].values())  # type: ignore[attr-defined]
 
     async def consume(self, count: int, sink: Sink) -> None:
-        r = await run_consume(self.broker, self.topic, self.queues, 2**62, self.queues, 32)
+        r = await run_consume(self.broker, self.topic, self.queues, 2**62, self.queues, PULL_BATCH)
         sink.n = int(r["messages"])  # type: ignore[call-overload]
 
     def libraries(self) -> dict[str, str]:

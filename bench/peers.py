@@ -182,11 +182,13 @@ Each client runs in a fresh process on {loop}; "user code" counts the messages a
 body in 1000 (length, sequence number, padding); the latency phase goes to a destination of its own.
 
 - **rocketlite (client)**: `Producer.send_async` with `async_window` = {window}, the oldest future
-  awaited when {window} are out; `LitePullConsumer` from the first offset (`pull_batch_size` 32, the
-  broker's cap per pull), `poll()` returning `MessageExt`s; latency: `await producer.send()`. One send
-  before the phases creates the topic (auto-creation), so consume counts one message more.
+  awaited when {window} are out; `LitePullConsumer` from the first offset (`pull_batch_size` 1000,
+  as XREAD and fetch read 1000; the broker runs with `maxTransferCountOnMessageInMemory=1000`, where
+  RocketMQ's default caps a pull at 32), `poll()` returning `MessageExt`s; latency:
+  `await producer.send()`. One send before the phases creates the topic (auto-creation), so consume
+  counts one message more.
 - **rocketlite (lean)**: `bench/broker_bench.py`'s `run_sends` (pre-encoded SEND_MESSAGE_V2 frames
-  over 8 queues, replies matched by callback) and `run_consume` (raw PULL_MESSAGE, 32 per pull, one
+  over 8 queues, replies matched by callback) and `run_consume` (raw PULL_MESSAGE, 1000 per pull, one
   pull outstanding per queue, records counted, not decoded: no body check).
 - **Redis**: redis-py's blocking client with hiredis (its `redis.asyncio` client reaches about
   half the rate here: `--redis-asyncio`): `XADD bench * d <body>` in non-transactional pipelines of

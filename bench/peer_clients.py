@@ -34,8 +34,7 @@ from importlib import metadata
 from typing import Any
 
 from broker_bench import percentiles, run_consume, run_sends
-from peer_servers import PULL_BATCH
-from peer_servers import machine_busy_s, tree_cpu_s
+from peer_servers import PULL_BATCH, machine_busy_s, tree_cpu_s
 
 _SEQ = struct.Struct(">Q")
 SPOT = 1000  # the sink checks one body in SPOT

@@ -444,12 +444,16 @@ def decompress(body: bytes, sys_flag: int, max_size: int = 64 * 1024 * 1024) -> 
 
 # ---------------------------------------------------------------------------------------- UNIQ_KEY
 
-_UNIQ_TAIL = struct.Struct(">iH")
+_UNIQ_TAIL = struct.Struct(">IH")
 
 
 class UniqKeyGenerator:
     """``MessageClientIDSetter``: a fixed prefix (IP, pid, a random int) + time since the start of
-    the month in ms + a 16-bit counter."""
+    the month in ms + a 16-bit counter.
+
+    The time field is four bytes: Java casts the long difference to ``int``, so past 2^31 ms
+    (about 24.86 days into a month) it wraps negative; the same bits come out here by keeping the
+    low 32 bits of the difference."""
 
     def __init__(self, ip: bytes = b"\x7f\x00\x00\x01") -> None:
         self._prefix = (ip + struct.pack(">H", os.getpid() & 0xFFFF) + secrets.token_bytes(4)).hex().upper()
@@ -468,7 +472,8 @@ class UniqKeyGenerator:
         now_ms = time.time() * 1000
         if now_ms >= self._next_month_ms:
             self._roll_month(now_ms)
-        tail = _UNIQ_TAIL.pack(int(now_ms - self._month_start_ms), next(self._counter) & 0xFFFF)
+        since = int(now_ms - self._month_start_ms) & 0xFFFFFFFF
+        tail = _UNIQ_TAIL.pack(since, next(self._counter) & 0xFFFF)
         return self._prefix + tail.hex().upper()
 
     def many(self, n: int) -> list[str]:

@@ -42,6 +42,47 @@ MAX_PULL_BATCH = 1024
 """The most messages a pull or a poll asks for, whatever ``pull_batch_size`` says."""
 
 
+class _Pulled:
+    """A queue's buffered messages, kept in the lists their pulls returned: a poll takes whole
+    lists (a slice of the first one when it wants fewer), never one message at a time."""
+
+    __slots__ = ("_count", "_head", "_lists")
+
+    def __init__(self) -> None:
+        self._lists: collections.deque[list[MessageExt]] = collections.deque()
+        self._head = 0  # how much of the first list has been taken
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def add(self, msgs: list[MessageExt]) -> None:
+        if msgs:
+            self._lists.append(msgs)
+            self._count += len(msgs)
+
+    def clear(self) -> None:
+        self._lists.clear()
+        self._head = self._count = 0
+
+    def take(self, want: int, out: list[MessageExt]) -> None:
+        """Move up to ``want`` messages, oldest first, to the end of ``out``."""
+        lists = self._lists
+        while want > 0 and lists:
+            first, head = lists[0], self._head
+            left = len(first) - head
+            if left <= want:
+                out.extend(first[head:] if head else first)
+                lists.popleft()
+                self._head = 0
+            else:
+                out.extend(first[head:head + want])
+                self._head = head + want
+                left = want
+            want -= left
+            self._count -= left
+
+
 @dataclass(eq=False)
 class _Queue:
     """One owned queue: where to pull next, what is buffered, where the polled messages end."""
@@ -50,7 +91,7 @@ class _Queue:
     next_offset: int | None = None  # None until the start offset is known
     consumed: int | None = None  # the offset after the last polled (or skipped) message
     committed: int | None = None  # the last ``consumed`` written to the offset store
-    buffer: collections.deque[MessageExt] = field(default_factory=collections.deque)
+    buffer: _Pulled = field(default_factory=_Pulled)
     paused: bool = False
     dropped: bool = False
     room: asyncio.Event = field(default_factory=asyncio.Event)  # set: the pull may go on
@@ -234,7 +275,7 @@ class LitePullConsumer(ConsumerBase):
                 msgs = [m for m in msgs if m.tags in sub.tagsSet]  # the broker filtered by hash only
             q.next_offset = result.next_begin_offset
             if msgs:
-                q.buffer.extend(msgs)
+                q.buffer.add(msgs)
                 self._arrived.set()
             elif not q.buffer:
                 q.consumed = result.next_begin_offset  # all polled: skipped messages count as consumed
@@ -272,10 +313,10 @@ class LitePullConsumer(ConsumerBase):
             return out
         self._rr = (self._rr + 1) % len(ready)
         for q in ready[self._rr:] + ready[:self._rr]:
-            while q.buffer and len(out) < self.pull_batch_size:
-                msg = q.buffer.popleft()
-                q.consumed = msg.queue_offset + 1
-                out.append(msg)
+            had = len(out)
+            q.buffer.take(self.pull_batch_size - had, out)
+            if len(out) > had:
+                q.consumed = out[-1].queue_offset + 1
             if len(q.buffer) <= self.pull_threshold // 2 and not q.room.is_set():
                 q.room.set()
             if len(out) >= self.pull_batch_size:

@@ -5,6 +5,9 @@ negative offsets), damaged records (body bytes, lengths, CRC) and trailing garba
 
 from __future__ import annotations
 
+import gc
+import sys
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -74,3 +77,42 @@ def test_the_twin_leaves_properties_hosts_and_ids_to_first_access(parts: list[by
         assert m.properties == w.properties and m._properties is m.properties  # parsed once
         m.properties["TAGS"] = "t"  # the parsed dict is the message's own, as a built one's is
         assert m.tags == "t"
+
+
+@given(st.lists(common_records(lowest_offset=0), min_size=1, max_size=3))
+def test_decoded_messages_are_left_out_of_the_cycle_collector(parts: list[bytes]) -> None:
+    """Like msgspec's ``Struct(gc=False)``: a decoded message holds no container that could
+    close a cycle, so the collector is spared walking it (the pure path's are tracked)."""
+    data = b"".join(parts)
+    got: list[ref.MessageExt] = []
+    DECODER.run(data, 0, len(data), "b", False, got)
+    assert got and not any(gc.is_tracked(m) for m in got)
+    assert all(gc.is_tracked(m) for m in ref.decode_messages(data, "b", verify_crc=False)
+               if ref._run is ref._run_py)
+    topic = got[0].topic
+    holders = sum(m.topic is topic for m in got)
+    before = sys.getrefcount(topic)
+    del got  # reference counting still frees them: the topic loses a holder per message
+    assert before - sys.getrefcount(topic) == holders
+
+
+class _NotSlotted:
+    __slots__ = ("topic",)
+    body = property(lambda self: b"")
+
+
+class _OwnNew:
+    __slots__ = tuple(ref.MessageExt.DECODED) + tuple(ref.MessageExt.LAZY)
+
+    def __new__(cls) -> _OwnNew:
+        return super().__new__(cls)
+
+
+def test_the_decoder_refuses_a_class_whose_fields_are_not_plain_slots() -> None:
+    for cls, reason in ((_NotSlotted, "is not a slot"), (_OwnNew, "object.__new__")):
+        try:
+            C.Decoder(cls, ref.MessageExt.DECODED, ref.MessageExt.LAZY, rec.crc32)
+        except TypeError as e:
+            assert reason in str(e)
+        else:
+            raise AssertionError(f"{cls.__name__} was accepted")

@@ -51,12 +51,15 @@ SERVER_LIMITS = ConnectionLimits()
 
 DEFAULT_MAX_PENDING = 65536
 TIMEOUT_SWEEP = 0.02
+"""Seconds between checks for requests past their deadline (Java scans every second)."""
 # Frames coalesced into one write at most: past this many the write goes out at once, so the
 # peer starts on the first frames while we produce the rest (pipelining across processes).
 # 16 measured best (bench/client_bench.py --scenario async: 11k msgs/s unbounded, 20k at 16 or
 # 32, 19k at 8; bench/broker_bench.py --scenario send: 26k -> 33k).
 COALESCE_MAX = 16
-"""Seconds between checks for requests past their deadline (Java scans every second)."""
+# A body at least this long is written on its own instead of being copied into the joined
+# buffer (a pull reply of 1000 records is ~250 KB: a copy costs more than the extra syscall).
+WRITE_ALONE = 64 * 1024
 
 
 _now = time.monotonic
@@ -126,6 +129,7 @@ class Connection(asyncio.Protocol):
         self._closed_fut: asyncio.Future[None] | None = None
         self._out: list[bytes] = []  # frames waiting to be written together
         self._in_read = False
+        self._out_big = False  # a piece of WRITE_ALONE bytes or more waits in _out
         self._flush_scheduled = False
         # request timeouts: per timeout value, (deadline, opaque, future, code) in sending order
         self._deadlines: dict[float, collections.deque[
@@ -368,6 +372,8 @@ class Connection(asyncio.Protocol):
         out.append(head)
         if body:
             out.append(body)  # not joined to the head here: _flush_out joins everything once
+            if len(body) >= WRITE_ALONE:
+                self._out_big = True
         if len(out) >= COALESCE_MAX:
             self._flush_out()
         else:
@@ -378,6 +384,8 @@ class Connection(asyncio.Protocol):
         if not self.is_open:
             return
         self._out.append(frame)
+        if len(frame) >= WRITE_ALONE:
+            self._out_big = True
         if len(self._out) >= COALESCE_MAX:
             self._flush_out()
         else:
@@ -394,11 +402,30 @@ class Connection(asyncio.Protocol):
         if not out:
             return
         self._out = []
+        big, self._out_big = self._out_big, False
         if self.transport is None or self.transport.is_closing():
             return
         # One joined buffer: uvloop's writelines costs several times more per piece.
-        self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+        if len(out) == 1:
+            self.transport.write(out[0])
+        elif not big:
+            self.transport.write(b"".join(out))
+        else:
+            self._write_pieces(out)
         self.last_io = _now()
+
+    def _write_pieces(self, out: list[bytes]) -> None:
+        """The small pieces joined, each large one written alone (no copy of it here)."""
+        assert self.transport is not None
+        start = 0
+        for i, piece in enumerate(out):
+            if len(piece) >= WRITE_ALONE:
+                if i > start:
+                    self.transport.write(b"".join(out[start:i]))
+                self.transport.write(piece)
+                start = i + 1
+        if start < len(out):
+            self.transport.write(b"".join(out[start:]))
 
     async def drain(self) -> None:
         """Wait while the transport's write buffer is above its high-water mark."""

@@ -33,3 +33,22 @@ async def test_a_short_run_is_one_write() -> None:
     assert transport.writes == []
     await asyncio.sleep(0)
     assert len(transport.writes) == 1
+
+
+async def test_a_large_body_is_written_alone_between_joined_small_pieces() -> None:
+    conn = Connection()
+    transport = connect(conn)
+    big = bytes(range(256)) * (connection.WRITE_ALONE // 256)
+    conn.send_oneway(RemotingCommand.request(10, {"i": "0"}))
+    conn.send_oneway(RemotingCommand.request(11, {"i": "1"}, big))
+    conn.send_oneway(RemotingCommand.request(10, {"i": "2"}))
+    await asyncio.sleep(0)
+    assert any(w is big for w in transport.writes)  # the body object itself, not a joined copy
+    assert len(transport.writes) == 3  # [frame 0 + head of 1], [body of 1], [frame 2]
+    frames = FrameDecoder(1 << 20).feed(b"".join(transport.writes))
+    assert [f.ext_fields["i"] for f in frames] == ["0", "1", "2"]  # type: ignore[union-attr]
+    assert frames[1].body == big  # type: ignore[union-attr]
+    conn.send_oneway(RemotingCommand.request(10, {"i": "3"}))
+    conn.send_oneway(RemotingCommand.request(10, {"i": "4"}))
+    await asyncio.sleep(0)
+    assert len(transport.writes) == 4  # small ones are joined again afterwards

@@ -158,14 +158,14 @@ class PullProcessor:
             timeout_ms = min(max(timeout_ms, 0), MAX_SUSPEND_MS)
             if self._hold(conn, cmd, h, timeout_ms / 1000):
                 return None
-        if result.messages:
-            self.broker.stats.got_messages += len(result.messages)
+        if result.sizes:
+            self.broker.stats.got_messages += len(result.sizes)
         return cmd.response(code, status.value, {
             "suggestWhichBrokerId": "0",
             "nextBeginOffset": str(result.next_begin_offset),
             "minOffset": str(result.min_offset),
             "maxOffset": str(result.max_offset),
-        }, b"".join(result.messages) if result.messages else b"")
+        }, result.body)
 
     def _hold(self, conn: Connection, cmd: RemotingCommand, h: PullMessageRequestHeader,
               timeout_s: float) -> bool:

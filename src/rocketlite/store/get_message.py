@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
+from rocketlite.common import native
 from rocketlite.formats.consume_queue_unit import CQ_UNIT_SIZE
 from rocketlite.store.commitlog import CommitLog
 from rocketlite.store.consume_queue import ConsumeQueue
@@ -44,16 +45,54 @@ class GetMessageStatus(Enum):
 
 @dataclass(slots=True)
 class GetMessageResult:
+    """``body``: the raw CommitLog records found, back to back (a pull reply's body as is);
+    ``sizes`` and ``queue_offsets``: each record's length and queue offset, in order."""
+
     status: GetMessageStatus
     next_begin_offset: int
     min_offset: int
     max_offset: int
-    messages: list[bytes] = field(default_factory=list)  # raw CommitLog records
+    body: bytes = b""
+    sizes: list[int] = field(default_factory=list)
     queue_offsets: list[int] = field(default_factory=list)
 
     @property
+    def count(self) -> int:
+        return len(self.sizes)
+
+    @property
     def size(self) -> int:
-        return sum(len(m) for m in self.messages)
+        return len(self.body)
+
+    @property
+    def messages(self) -> list[bytes]:
+        """The records one by one (a copy each: for callers that look at single records)."""
+        out, pos, body = [], 0, self.body
+        for n in self.sizes:
+            out.append(body[pos : pos + n])
+            pos += n
+        return out
+
+
+def _gather_py(segment: mmap.mmap | bytes, spans: list[int]) -> bytes:
+    """The byte ranges ``spans`` (flat ``[start, size, ...]``) of ``segment``, back to back."""
+    view = memoryview(segment)
+    limit = len(view)
+    if len(spans) % 2:
+        raise ValueError("spans must be start, size pairs")
+    parts = []
+    for i in range(0, len(spans), 2):
+        start, size = spans[i], spans[i + 1]
+        if start < 0 or size < 0 or start > limit - size:
+            raise ValueError(f"span {start}+{size} is outside a {limit}-byte segment")
+        parts.append(view[start : start + size])
+    out = b"".join(parts)
+    view.release()
+    return out
+
+
+_c = native.load("rocketlite.store._gather_c")
+gather: Callable[[mmap.mmap | bytes, list[int]], bytes] = _c.gather if _c is not None else _gather_py
 
 
 def _out_of_range(cq: ConsumeQueue, offset: int) -> GetMessageResult | None:
@@ -71,29 +110,44 @@ def _out_of_range(cq: ConsumeQueue, offset: int) -> GetMessageResult | None:
 
 
 class _SegmentReader:
-    """Reads records of one pull, keeping the segment the last one came from: the records of a
-    queue are mostly in one segment, so most reads are one bounds check and one slice."""
+    """Collects the records of one pull, keeping the segment the last one came from: the records
+    of a queue are mostly in one segment, so most reads are one bounds check and two appends;
+    the bytes are copied once, segment by segment, by ``gather``."""
 
-    __slots__ = ("base", "cl", "end", "mm")
+    __slots__ = ("base", "chunks", "cl", "end", "mm", "spans")
 
     def __init__(self, cl: CommitLog) -> None:
         self.cl = cl
         self.base, self.end = 0, -1
         self.mm: mmap.mmap | bytes = b""
+        self.spans: list[int] = []  # start, size within ``mm``
+        self.chunks: list[bytes] = []  # what earlier segments gave
 
-    def read(self, phys: int, size: int) -> bytes | None:
-        """The ``size`` bytes at ``phys``, or None if that range is gone or not yet readable
+    def read(self, phys: int, size: int) -> bool:
+        """Take the ``size`` bytes at ``phys``; False if that range is gone or not yet readable
         (``CommitLog.read``)."""
         rel = phys - self.base
         if rel < 0 or rel + size > self.end:
             mf = self.cl.files.find(phys)
             if mf is None:
-                return None
+                return False
+            self._cut()
             self.base, self.end, self.mm = mf.file_from_offset, mf.committed, mf.mm
             rel = phys - self.base
             if rel + size > self.end:
-                return None
-        return self.mm[rel : rel + size]
+                return False
+        self.spans += (rel, size)
+        return True
+
+    def _cut(self) -> None:
+        if self.spans:
+            self.chunks.append(gather(self.mm, self.spans))
+            self.spans = []
+
+    def body(self) -> bytes:
+        self._cut()
+        chunks = self.chunks
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def get_message(
@@ -120,20 +174,22 @@ def get_message(
     next_offset = offset
     removing = False
     filtered = False
-    read = _SegmentReader(cl).read
-    while scanned < scan_max and len(result.messages) < max_count and next_offset < hi:
+    reader = _SegmentReader(cl)
+    read = reader.read
+    sizes, queue_offsets = result.sizes, result.queue_offsets
+    while scanned < scan_max and len(sizes) < max_count and next_offset < hi:
         # Units in chunks: max_count of them while every unit is taken (unpacking the whole
         # scan window for a pull of 32 was most of its cost), wider once a filter skips some.
-        want = max_count - len(result.messages)
+        want = max_count - len(sizes)
         if filtered or removing:
             want = max(want, FILTER_CHUNK_UNITS)
         units = cq.get_units(next_offset, min(want, scan_max - scanned, hi - next_offset))
         if not units:
             break
         for phys, size, tag in units:
-            if len(result.messages) >= max_count:
+            if len(sizes) >= max_count:
                 break
-            if result.messages and total + size > max_bytes:
+            if sizes and total + size > max_bytes:
                 scanned = scan_max
                 break
             scanned += 1
@@ -145,17 +201,17 @@ def get_message(
                 filtered = True
                 next_offset += 1
                 continue
-            data = read(phys, size)
-            if data is None:
+            if not read(phys, size):
                 removing = True
                 next_offset += 1
                 continue
-            result.messages.append(data)
-            result.queue_offsets.append(next_offset)
+            sizes.append(size)
+            queue_offsets.append(next_offset)
             total += size
             next_offset += 1
     result.next_begin_offset = next_offset
-    if result.messages:
+    if sizes:
+        result.body = reader.body()
         result.status = st.FOUND
     elif removing:
         result.status = st.MESSAGE_WAS_REMOVING

@@ -48,6 +48,10 @@ SUBSCRIPTION_CACHE = 4096
 
 _ST = GetMessageStatus
 _RC = ResponseCode
+# The sysFlag bits as plain ints: ``int & IntFlag`` goes through the enum machinery (microseconds).
+_COMMIT_OFFSET = int(PullSysFlag.COMMIT_OFFSET)
+_SUSPEND = int(PullSysFlag.SUSPEND)
+_SUBSCRIPTION = int(PullSysFlag.SUBSCRIPTION)
 _CODES = {
     _ST.FOUND: _RC.SUCCESS,
     _ST.NO_MATCHED_MESSAGE: _RC.PULL_RETRY_IMMEDIATELY,
@@ -107,7 +111,7 @@ class PullProcessor:
             return cmd.response(_RC.SYSTEM_ERROR,
                                 f"queueId[{h.queueId}] is illegal, topic:[{h.topic}] "
                                 f"topicConfig.readQueueNums:[{tc.readQueueNums}]")
-        if h.sysFlag & PullSysFlag.SUBSCRIPTION:
+        if h.sysFlag & _SUBSCRIPTION:
             if h.expressionType not in (None, "", "TAG"):
                 return cmd.response(_RC.SYSTEM_ERROR,
                                     f"the broker does not support filtering by "
@@ -150,9 +154,9 @@ class PullProcessor:
         code = _CODES.get(status)
         if code is None:  # NO_MATCHED_LOGIC_QUEUE, NO_MESSAGE_IN_QUEUE
             code = _RC.PULL_OFFSET_MOVED if start != 0 else _RC.PULL_NOT_FOUND
-        if allow_suspend and h.sysFlag & PullSysFlag.COMMIT_OFFSET and cfg.is_master:
+        if allow_suspend and h.sysFlag & _COMMIT_OFFSET and cfg.is_master:
             self.broker.offsets.commit(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
-        if code == _RC.PULL_NOT_FOUND and allow_suspend and h.sysFlag & PullSysFlag.SUSPEND:
+        if code == _RC.PULL_NOT_FOUND and allow_suspend and h.sysFlag & _SUSPEND:
             timeout_ms = h.suspendTimeoutMillis if cfg.long_polling_enable \
                 else cfg.short_polling_time_mills
             timeout_ms = min(max(timeout_ms, 0), MAX_SUSPEND_MS)

@@ -324,12 +324,16 @@ def _parse(buf: Buffer, pos: int, limit: int, verify_crc: bool) -> tuple[int, ..
     p += host_len(bool(sys_flag & SYSFLAG_STOREHOST_V6))
     tail_at = p  # reconsume(4) prepared(8) bodylen(4)
     p += 12
+    if p + 4 > end:
+        raise CorruptRecordError(f"hosts overrun record at position {pos}")
     (body_len,) = _I32.unpack_from(buf, p)
     p += 4
     body_at = p
     if body_len < 0 or body_at + body_len > end:
         raise CorruptRecordError(f"body length {body_len} overruns record at position {pos}")
     p += body_len
+    if p + (2 if head[1] == MAGIC_V2 else 1) > end:
+        raise CorruptRecordError(f"topic overruns record at position {pos}")
     if head[1] == MAGIC_V2:
         (topic_len,) = _U16.unpack_from(buf, p)
         p += 2
@@ -575,6 +579,8 @@ def iter_dispatch(buf: bytes | mmap.mmap, pos: int, limit: int) -> Iterator[Disp
         if size < FIXED_SIZE_V4 or end > limit or body_len < 0:
             return
         t = pos + 88 + body_len
+        if t >= end:
+            return
         topic_len = buf[t]
         p = t + 1 + topic_len
         if p + 2 > end:

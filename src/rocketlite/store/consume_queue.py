@@ -97,7 +97,15 @@ class ConsumeQueue:
         if end > self.max_physic_end:
             self.max_physic_end = end
 
-    def _append(self, pos: int, data: bytes, queue_offset: int) -> None:
+    def put_units(self, queue_offset: int, units: bytes | bytearray, max_end: int) -> None:
+        """Write units already packed back to back from ``queue_offset`` (a run of
+        ``record_scan.dispatch_plan``; ``max_end``: the largest CommitLog offset + size among
+        them), buffered like ``put``."""
+        self._append(queue_offset * CQ_UNIT_SIZE, units, queue_offset)
+        if max_end > self.max_physic_end:
+            self.max_physic_end = max_end
+
+    def _append(self, pos: int, data: bytes | bytearray, queue_offset: int) -> None:
         """Add consecutive units at ``pos`` to the run, starting new runs where they leave it
         (a segment end, a rewrite in place, a gap)."""
         while data:
@@ -112,7 +120,7 @@ class ConsumeQueue:
             pos += take
             queue_offset += take // CQ_UNIT_SIZE
 
-    def _put_slow(self, pos: int, unit: bytes, queue_offset: int) -> None:
+    def _put_slow(self, pos: int, unit: bytes | bytearray, queue_offset: int) -> None:
         """Commit the current run and start a new one at ``pos`` (the end of the newest segment,
         a unit rewritten in place by re-dispatch after a crash, or past a gap)."""
         self.commit()

@@ -41,9 +41,11 @@ from collections.abc import Callable
 
 from rocketlite.common.errors import CorruptRecordError, DiskFullError, StoreError
 from rocketlite.formats import message_record as rec
+from rocketlite.formats.consume_queue_unit import CQ_UNIT_SIZE
 from rocketlite.formats.delay import SCHEDULE_TOPIC, SCHEDULE_TOPIC_BYTES, schedule_tags_code
 from rocketlite.formats.javahash import tags_code
 from rocketlite.formats.properties import find_property
+from rocketlite.formats.record_scan import Run, dispatch_plan
 from rocketlite.store.commitlog import CommitLog
 from rocketlite.store.consume_queue import ConsumeQueue
 from rocketlite.store.dispatch_check import names_queue
@@ -338,52 +340,82 @@ class Dispatcher:
         """Dispatch records in [pos, limit) of one segment; return where it stopped, or
         ``_SEGMENT_DONE`` at the BLANK record that closes the segment. ``readable`` is the
         segment's committed end: a record running past ``limit`` but not past it is simply left
-        for the next round."""
+        for the next round.
+
+        Plain records go by the packed units of ``record_scan.dispatch_plan`` (one call per run
+        of them); a record it stops at (another shape, a transaction, the schedule topic, tags
+        not in ASCII) goes through ``_dispatch_one``, then the plan resumes after it."""
         index = self.index
-        cq_of = self.consume_queue
-        queues = self._queues
-        topics = self._topic_names
-        touched = self._touched
-        no_queue = (rec.SYSFLAG_TRANSACTION_PREPARED, rec.SYSFLAG_TRANSACTION_ROLLBACK)
-        txn_mask = rec.SYSFLAG_TRANSACTION_MASK
-        last_ts = 0
-        for size, qid, qoff, phys, sys_flag, store_ts, topic_b, props in rec.iter_dispatch(
-            buf, pos, limit
-        ):
-            pos += size
-            last_ts = store_ts
-            if sys_flag & txn_mask in no_queue:
-                if index is None or sys_flag & txn_mask == rec.SYSFLAG_TRANSACTION_ROLLBACK:
-                    continue
-                topic = topics.get(topic_b) or self._topic_name(topic_b)
-            else:
-                key = (topic_b, qid)
-                cq = queues.get(key)
-                if cq is None and self._names_queue(topic_b, qid, phys):
-                    cq = queues[key] = cq_of(self._topic_name(topic_b), qid)
-                if cq is None:
-                    topic = self._topic_name(topic_b)  # indexed, but no unit
-                else:
-                    topic = cq.topic
-                    if topic_b == SCHEDULE_TOPIC_BYTES:
-                        cq.put(phys, size, self._code(props, store_ts), qoff)
-                    else:
-                        tags = find_property(props, _TAGS) if props else None
-                        cq.put(phys, size, tags_code(tags), qoff)
-                    touched[cq] = qoff + 1
-            if index is not None and (_KEYS in props or _UNIQ in props):
-                self._index_keys(index, topic, props, phys, store_ts)
-        if last_ts:
-            self.last_store_timestamp = last_ts
-        if pos < limit:
-            try:
-                if rec.check_head(buf, pos, readable) == 0:
-                    return _SEGMENT_DONE
-                rec.check_record(buf, pos, readable, False)
-                return pos  # a whole record that ends past this round's limit
-            except CorruptRecordError as e:
-                log.error("CommitLog position %d: %s; dispatch waits", pos, e)
+        plan = dispatch_plan
+        while True:
+            stop, runs, keyed, last_ts = plan(buf, pos, limit)
+            if runs:
+                self._put_runs(runs)
+            if index is not None:
+                for topic_b, props, phys, store_ts in keyed:
+                    self._index_keys(index, self._topic_name(topic_b), props, phys, store_ts)
+            if last_ts:
+                self.last_store_timestamp = last_ts
+            pos = stop
+            if pos >= limit:
+                return pos
+            one = next(rec.iter_dispatch(buf, pos, limit), None)
+            if one is None:
+                break
+            self._dispatch_one(*one)
+            pos += one[0]
+        try:
+            if rec.check_head(buf, pos, readable) == 0:
+                return _SEGMENT_DONE
+            rec.check_record(buf, pos, readable, False)
+            return pos  # a whole record that ends past this round's limit
+        except CorruptRecordError as e:
+            log.error("CommitLog position %d: %s; dispatch waits", pos, e)
         return pos
+
+    def _put_runs(self, runs: list[Run]) -> None:
+        """Write the packed units of a plan's runs to their queues."""
+        queues = self._queues
+        touched = self._touched
+        for topic_b, qid, q0, units, max_end in runs:
+            key = (topic_b, qid)
+            cq = queues.get(key)
+            if cq is None:
+                if not self._names_queue(topic_b, qid, int.from_bytes(units[:8], "big")):
+                    continue  # indexed (by the plan's keyed list), but no unit
+                cq = queues[key] = self.consume_queue(self._topic_name(topic_b), qid)
+            cq.put_units(q0, units, max_end)
+            touched[cq] = q0 + len(units) // CQ_UNIT_SIZE
+
+    def _dispatch_one(self, size: int, qid: int, qoff: int, phys: int, sys_flag: int,
+                      store_ts: int, topic_b: bytes, props: bytes) -> None:
+        """Dispatch one record read from the CommitLog, whatever its shape."""
+        index = self.index
+        txn = sys_flag & rec.SYSFLAG_TRANSACTION_MASK
+        if txn in (rec.SYSFLAG_TRANSACTION_PREPARED, rec.SYSFLAG_TRANSACTION_ROLLBACK):
+            if index is None or txn == rec.SYSFLAG_TRANSACTION_ROLLBACK:
+                self.last_store_timestamp = store_ts
+                return
+            topic = self._topic_name(topic_b)
+        else:
+            key = (topic_b, qid)
+            cq = self._queues.get(key)
+            if cq is None and self._names_queue(topic_b, qid, phys):
+                cq = self._queues[key] = self.consume_queue(self._topic_name(topic_b), qid)
+            if cq is None:
+                topic = self._topic_name(topic_b)  # indexed, but no unit
+            else:
+                topic = cq.topic
+                if topic_b == SCHEDULE_TOPIC_BYTES:
+                    cq.put(phys, size, self._code(props, store_ts), qoff)
+                else:
+                    tags = find_property(props, _TAGS) if props else None
+                    cq.put(phys, size, tags_code(tags), qoff)
+                self._touched[cq] = qoff + 1
+        if index is not None and (_KEYS in props or _UNIQ in props):
+            self._index_keys(index, topic, props, phys, store_ts)
+        if store_ts:
+            self.last_store_timestamp = store_ts
 
     def _topic_name(self, topic_b: bytes) -> str:
         name = self._topic_names.get(topic_b)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from rocketlite.common.errors import CorruptRecordError
 from rocketlite.formats import message_record as rec
+from rocketlite.formats.record_scan import scan_segment
 from rocketlite.store.commitlog import CommitLog
 from rocketlite.store.mapped_file import MappedFile
 
@@ -61,39 +62,21 @@ def _start_index(files: list[MappedFile], abnormal: bool, min_timestamp: int) ->
 
 
 def _scan_segment(mf: MappedFile, after_ts: int) -> tuple[int, int, bool, int | None]:
-    """Verify records from the start; return (valid end position, records, reached BLANK,
-    position of the first record stored after ``after_ts`` or None)."""
+    """Verify records from the start (``record_scan.scan_segment``: one call per segment); return
+    (valid end position, records, reached BLANK, position of the first record stored after
+    ``after_ts`` or None)."""
     mm = mf.mm
-    size_limit = mf.file_size
-    pos = 0
-    n = 0
-    first_after: int | None = None
-    check = rec.check_record
-    store_ts = rec.read_store_timestamp
-    last = 0  # size of the record before ``pos``
-    while pos < size_limit:
+    pos, n, blank, first_after, walked = scan_segment(mm, 0, mf.file_size, True, after_ts)
+    if not blank and walked < mf.file_size and mm[walked : walked + 8] != b"\x00" * 8:
         try:
-            size = check(mm, pos, size_limit, True)
+            rec.check_record(mm, walked, mf.file_size, True)
         except CorruptRecordError as e:
-            if mm[pos : pos + 8] != b"\x00" * 8:
-                log.warning("recovery: %s in %s; cutting the log here", e, mf.path.name)
-            if (cut := rec.end_before_torn(mm, pos, last)) != pos:
-                pos = cut
-                n -= 1
-                log.warning("recovery: the record at position %d of %s ends in zeroed blocks over "
-                            "its topic or properties (a write cut short); cutting the log here",
-                            pos, mf.path.name)
-                if first_after == pos:
-                    first_after = None
-            return pos, n, False, first_after
-        if size == 0:
-            return pos, n, True, first_after
-        if first_after is None and store_ts(mm, pos) > after_ts:
-            first_after = pos
-        pos += size
-        n += 1
-        last = size
-    return pos, n, False, first_after
+            log.warning("recovery: %s in %s; cutting the log here", e, mf.path.name)
+    if pos != walked:
+        log.warning("recovery: the record at position %d of %s ends in zeroed blocks over "
+                    "its topic or properties (a write cut short); cutting the log here",
+                    pos, mf.path.name)
+    return pos, n, blank, None if first_after < 0 else first_after
 
 
 def recover_commitlog(cl: CommitLog, abnormal: bool, min_timestamp: int) -> RecoveryResult:

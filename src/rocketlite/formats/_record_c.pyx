@@ -1,0 +1,238 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Compiled twins of ``rocketlite.formats.record_scan``: ``scan_records`` (recovery's walk over a
+segment, checks as ``message_record.check_record``) and ``dispatch_plan`` (the ConsumeQueue units
+of a run of plain records, packed per queue). ``tests/unit/native/test_record_twin.py`` checks
+both against the pure functions. The body CRC is the one ``message_record`` uses (ISA-L's).
+"""
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytearray cimport (
+    PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_GET_SIZE, PyByteArray_Resize,
+)
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from libc.stdint cimport int32_t, int64_t, uint32_t
+from libc.string cimport memcmp, memcpy
+
+from rocketlite.common._bytes cimport be_i32, be_i64, be_u32
+
+from rocketlite.formats.message_record import crc32 as _crc32
+
+cdef enum:
+    MAGIC_V1 = -626843481  # 0xDAA320A7
+    MAGIC_V2 = -626843477  # 0xDAA320AB
+    BLANK_MAGIC = -875286124  # 0xCBD43194
+    FIXED_SIZE_V4 = 91
+    HOSTS_V6 = 0x30
+
+cdef bytes _SCHEDULE = b"SCHEDULE_TOPIC_XXXX"
+
+
+cdef inline Py_ssize_t _frame(const unsigned char* b, Py_ssize_t pos, Py_ssize_t limit,
+                              Py_ssize_t* body_at, Py_ssize_t* body_len) noexcept nogil:
+    """``message_record._parse``'s checks: the size, 0 for BLANK, -1 when not whole."""
+    cdef int32_t size, magic, sys_flag, blen
+    cdef Py_ssize_t end, p, topic_len
+    if limit - pos < 8:
+        return -1
+    size = be_i32(b + pos)
+    magic = be_i32(b + pos + 4)
+    if magic == BLANK_MAGIC:
+        return 0
+    if magic != MAGIC_V1 and magic != MAGIC_V2:
+        return -1
+    if size < FIXED_SIZE_V4 or size > limit - pos:
+        return -1
+    end = pos + size
+    sys_flag = be_i32(b + pos + 36)
+    p = pos + 48 + (20 if sys_flag & 0x10 else 8) + 8 + (20 if sys_flag & 0x20 else 8) + 12
+    if p + 4 > end:
+        return -1
+    blen = be_i32(b + p)
+    p += 4
+    if blen < 0 or p + blen > end:
+        return -1
+    body_at[0] = p
+    body_len[0] = blen
+    p += blen
+    if magic == MAGIC_V2:
+        if p + 2 > end:
+            return -1
+        topic_len = (b[p] << 8) | b[p + 1]
+        p += 2
+    else:
+        if p + 1 > end:
+            return -1
+        topic_len = b[p]
+        p += 1
+    p += topic_len
+    if p + 2 > end:
+        return -1
+    if p + 2 + ((b[p] << 8) | b[p + 1]) != end:
+        return -1
+    return size
+
+
+def scan_records(buf, Py_ssize_t start, Py_ssize_t end, bint check_crc, int64_t after_ts):
+    cdef Py_buffer view
+    cdef const unsigned char* b
+    cdef Py_ssize_t pos = start, size, body_at = 0, body_len = 0, n = 0, last = 0
+    cdef Py_ssize_t first_after = -1
+    cdef bint blank = False
+    cdef int64_t ts
+    cdef object mv = memoryview(buf) if check_crc else None
+    crc = _crc32
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        b = <const unsigned char*>view.buf
+        if end > view.len:
+            end = view.len
+        while pos < end:
+            size = _frame(b, pos, end, &body_at, &body_len)
+            if size <= 0:
+                blank = size == 0
+                break
+            if check_crc:
+                if (crc(mv[body_at:body_at + body_len]) & 0x7FFFFFFF) != be_u32(b + pos + 8):
+                    break
+            if first_after < 0:
+                ts = be_i64(b + pos + 48 + (20 if be_i32(b + pos + 36) & 0x10 else 8))
+                if ts > after_ts:
+                    first_after = pos
+            pos += size
+            n += 1
+            last = size
+    finally:
+        PyBuffer_Release(&view)
+        mv = None
+    return pos, n, last, blank, first_after
+
+
+cdef inline Py_ssize_t _find(const unsigned char* p, Py_ssize_t n, const char* name,
+                             Py_ssize_t k, bint entry_start) noexcept nogil:
+    """Position of ``name`` (``k`` bytes) in ``p[0:n]``; with ``entry_start`` only where an entry
+    starts (at 0 or after a \\x02). -1 when absent."""
+    cdef Py_ssize_t i
+    for i in range(n - k + 1):
+        if p[i] == <unsigned char>name[0] and memcmp(p + i, name, k) == 0:
+            if not entry_start or i == 0 or p[i - 1] == 2:
+                return i
+    return -1
+
+
+def dispatch_plan(buf, Py_ssize_t pos, Py_ssize_t limit):
+    cdef Py_buffer view
+    cdef const unsigned char* b
+    cdef const unsigned char* pr
+    cdef int32_t size, qid, sys_flag, blen, txn
+    cdef int64_t qoff, phys, ts, last_ts = 0, end_phys, tag
+    cdef Py_ssize_t end, t, p, topic_len, props_len, i, v, run_n
+    cdef uint32_t h
+    cdef bint bad
+    cdef unsigned char unit[20]
+    cdef char* dst
+    cdef list runs = []
+    cdef list keyed = []
+    cdef dict open_runs = {}
+    cdef list run
+    cdef bytes topic = None, props
+    cdef object key
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        b = <const unsigned char*>view.buf
+        if limit > view.len:
+            limit = view.len
+        while pos + 88 <= limit:
+            size = be_i32(b + pos)
+            sys_flag = be_i32(b + pos + 36)
+            if be_i32(b + pos + 4) != MAGIC_V1 or sys_flag & HOSTS_V6:
+                break
+            end = pos + size
+            blen = be_i32(b + pos + 84)
+            if size < FIXED_SIZE_V4 or end > limit or blen < 0:
+                break
+            t = pos + 88 + blen
+            if t >= end:
+                break
+            topic_len = b[t]
+            p = t + 1 + topic_len
+            if p + 2 > end:
+                break
+            props_len = (b[p] << 8) | b[p + 1]
+            if p + 2 + props_len != end:
+                break
+            txn = sys_flag & 0xC
+            if txn == 0x4 or txn == 0xC:
+                break
+            if topic is None or PyBytes_GET_SIZE(topic) != topic_len or \
+                    memcmp(PyBytes_AS_STRING(topic), b + t + 1, topic_len) != 0:
+                topic = PyBytes_FromStringAndSize(<const char*>b + t + 1, topic_len)
+                if topic == _SCHEDULE:
+                    topic = None
+                    break
+            pr = b + p + 2
+            h = 0
+            bad = False
+            i = _find(pr, props_len, "TAGS\x01", 5, True)
+            if i >= 0:
+                for v in range(i + 5, props_len):
+                    if pr[v] == 2:
+                        break
+                    if pr[v] >= 0x80:
+                        bad = True
+                        break
+                    h = 31 * h + pr[v]
+                if bad:
+                    break
+            qid = be_i32(b + pos + 12)
+            qoff = be_i64(b + pos + 20)
+            phys = be_i64(b + pos + 28)
+            ts = be_i64(b + pos + 56)
+            end_phys = phys + size
+            unit[0] = (phys >> 56) & 0xFF
+            unit[1] = (phys >> 48) & 0xFF
+            unit[2] = (phys >> 40) & 0xFF
+            unit[3] = (phys >> 32) & 0xFF
+            unit[4] = (phys >> 24) & 0xFF
+            unit[5] = (phys >> 16) & 0xFF
+            unit[6] = (phys >> 8) & 0xFF
+            unit[7] = phys & 0xFF
+            unit[8] = (size >> 24) & 0xFF
+            unit[9] = (size >> 16) & 0xFF
+            unit[10] = (size >> 8) & 0xFF
+            unit[11] = size & 0xFF
+            # tags code: the signed 32-bit hash sign-extended to 64 bits
+            tag = <int64_t><int32_t>h
+            unit[12] = (tag >> 56) & 0xFF
+            unit[13] = (tag >> 48) & 0xFF
+            unit[14] = (tag >> 40) & 0xFF
+            unit[15] = (tag >> 32) & 0xFF
+            unit[16] = (tag >> 24) & 0xFF
+            unit[17] = (tag >> 16) & 0xFF
+            unit[18] = (tag >> 8) & 0xFF
+            unit[19] = tag & 0xFF
+            key = (topic, qid)
+            run = open_runs.get(key)
+            if run is not None:
+                run_n = PyByteArray_GET_SIZE(run[3])
+                if <int64_t>run[2] + run_n // 20 != qoff:
+                    run = None
+            if run is None:
+                run = [topic, qid, qoff, PyByteArray_FromStringAndSize(<const char*>unit, 20),
+                       end_phys]
+                open_runs[key] = run
+                runs.append(run)
+            else:
+                PyByteArray_Resize(run[3], run_n + 20)
+                dst = PyByteArray_AS_STRING(run[3])
+                memcpy(dst + run_n, unit, 20)
+                if end_phys > <int64_t>run[4]:
+                    run[4] = end_phys
+            if props_len >= 5 and (_find(pr, props_len, "KEYS\x01", 5, False) >= 0
+                                   or _find(pr, props_len, "UNIQ_KEY\x01", 9, False) >= 0):
+                props = PyBytes_FromStringAndSize(<const char*>pr, props_len)
+                keyed.append((topic, props, phys, ts))
+            last_ts = ts
+            pos = end
+    finally:
+        PyBuffer_Release(&view)
+    return pos, runs, keyed, last_ts

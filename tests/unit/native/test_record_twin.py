@@ -1,0 +1,115 @@
+"""The compiled segment walks against the pure ones in ``formats/record_scan``: ``scan_records``
+(recovery) and ``dispatch_plan`` (ConsumeQueue units per queue) give the same result on random
+runs of records of every shape, with BLANK records, damaged bytes, torn (zeroed) tails and trailing
+garbage, from any start to any end."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from nativehelp import twin
+from rocketlite.formats import message_record as rec
+from rocketlite.formats import record_scan as ref
+from rocketlite.formats.properties import encode_properties
+from strategies import records
+
+C = twin("rocketlite.formats._record_c")
+I64 = st.integers(-(2**63), 2**63 - 1)
+
+
+@st.composite
+def plain_records(draw: st.DrawFn, queues: dict[tuple[str, int], int]) -> bytes:
+    """Mostly what dispatch takes whole: a few topics and queues with consecutive queue offsets,
+    tags (now and then not ASCII), keys; now and then a transaction flag or the schedule topic."""
+    topic = draw(st.sampled_from(["TopicA", "TopicB", "SCHEDULE_TOPIC_XXXX", "t" * 127]))
+    qid = draw(st.integers(0, 2))
+    qoff = queues.get((topic, qid), draw(st.integers(0, 5)))
+    if draw(st.integers(0, 9)) == 0:
+        qoff += draw(st.integers(-2, 2))  # a rewrite or a gap
+    queues[(topic, qid)] = qoff + 1
+    props: dict[str, str] = {}
+    if draw(st.booleans()):
+        props["TAGS"] = draw(st.sampled_from(["TagA", "", "x y", "\u00e9t\u00e9", "T" * 40]))
+    if draw(st.integers(0, 3)) == 0:
+        props["KEYS"] = draw(st.sampled_from(["k1", "k1 k2"]))
+    if draw(st.integers(0, 3)) == 0:
+        props["UNIQ_KEY"] = "0A0B0C"
+    text = encode_properties(props)
+    if draw(st.integers(0, 7)) == 0:
+        text = draw(st.text(alphabet="\x01\x02TAGSKEY\u00e9", max_size=20))
+    body = draw(st.binary(max_size=40))
+    sys_flag = draw(st.sampled_from([0, 0, 0, 0x4, 0x8, 0xC, 0x2]))
+    tb = topic.encode()
+    return rec.encode_record(
+        topic=tb, body=body, properties=text.encode(), queue_id=qid, flag=0, queue_offset=qoff,
+        commit_log_offset=draw(st.integers(-3, 2**40)), sys_flag=sys_flag,
+        born_timestamp=0, born_host=b"\x7f\0\0\x01", born_port=1,
+        store_timestamp=draw(st.integers(0, 100)), store_host=b"\x7f\0\0\x01", store_port=2,
+    )
+
+
+@st.composite
+def segments(draw: st.DrawFn) -> bytes:
+    queues: dict[tuple[str, int], int] = {}
+    parts = draw(st.lists(plain_records(queues) | records().map(lambda m: m.encode()),
+                          max_size=8))
+    data = bytearray(b"".join(parts))
+    tail = draw(st.sampled_from(["none", "blank", "damage", "torn", "garbage"]))
+    if tail == "blank":
+        data += rec.encode_blank(64) + bytes(56)
+    elif tail == "damage" and data:
+        i = draw(st.integers(0, len(data) - 1))
+        data[i] ^= draw(st.integers(1, 255))
+    elif tail == "torn" and data:
+        cut = draw(st.integers(0, len(data)))
+        data[cut:] = bytes(len(data) - cut)
+    elif tail == "garbage":
+        data += draw(st.binary(max_size=20))
+    return bytes(data + bytes(draw(st.integers(0, 16))))
+
+
+@given(segments(), st.data(), st.booleans(), I64)
+def test_scan_records(data: bytes, d: st.DataObject, check_crc: bool, after_ts: int) -> None:
+    start = d.draw(st.integers(0, len(data)))
+    end = d.draw(st.integers(start, len(data)))
+    assert C.scan_records(data, start, end, check_crc, after_ts) == \
+        ref._scan_records_py(data, start, end, check_crc, after_ts)
+
+
+@given(segments(), st.data())
+def test_dispatch_plan(data: bytes, d: st.DataObject) -> None:
+    start = d.draw(st.integers(0, len(data)))
+    limit = d.draw(st.integers(start, len(data)))
+    assert C.dispatch_plan(data, start, limit) == ref._dispatch_plan_py(data, start, limit)
+
+
+@given(st.lists(plain_records({}), max_size=6))
+def test_whole_records_scan_to_the_end(parts: list[bytes]) -> None:
+    """A run of whole records is walked to its end, on both paths, with or without CRC."""
+    data = b"".join(parts)
+    for f in (C.scan_records, ref._scan_records_py):
+        stop, n, last, blank, first = f(data, 0, len(data), True, -1)
+        assert (stop, n, blank) == (len(data), len(parts), False)
+        assert last == (len(parts[-1]) if parts else 0)
+        assert first == (0 if parts else -1)
+
+
+def test_a_plan_packs_units_per_queue() -> None:
+    def record(topic: bytes, qid: int, qoff: int, phys: int, tags: str) -> bytes:
+        return rec.encode_record(
+            topic=topic, body=b"x" * 10, properties=encode_properties({"TAGS": tags}).encode(),
+            queue_id=qid, flag=0, queue_offset=qoff, commit_log_offset=phys, sys_flag=0,
+            born_timestamp=0, born_host=b"\0" * 4, born_port=0, store_timestamp=7,
+            store_host=b"\0" * 4, store_port=0)
+
+    a = record(b"T", 0, 5, 100, "TagA")
+    b = record(b"T", 1, 0, 100 + len(a), "TagA")
+    c = record(b"T", 0, 6, 100 + 2 * len(a), "TagA")
+    data = a + b + c
+    for f in (C.dispatch_plan, ref._dispatch_plan_py):
+        stop, runs, keyed, ts = f(data, 0, len(data))
+        assert (stop, keyed, ts) == (len(data), [], 7)
+        assert [r[:3] for r in runs] == [[b"T", 0, 5], [b"T", 1, 0]]
+        assert len(runs[0][3]) == 40 and runs[0][4] == 100 + 3 * len(a)
+        assert runs[0][3][12:20] == (2598919).to_bytes(8, "big", signed=True)  # "TagA".hashCode()

@@ -290,9 +290,7 @@ class Dispatcher:
         if self.index is not None:
             joined = b"\x00".join(props)  # one search over the run instead of one per record
             if _KEYS in joined or _UNIQ in joined:
-                for i, p in enumerate(props):
-                    if _KEYS in p or _UNIQ in p:
-                        self._index_keys(self.index, h.topic, p, h.offsets[i], h.store_timestamp)
+                self.index.build_many([h.topic] * n, props, h.offsets, [h.store_timestamp] * n)
 
     def _dispatch_records(self, h: RecordsHint) -> None:
         """Dispatch the records a single-message append described: what ``_dispatch_segment``
@@ -351,9 +349,10 @@ class Dispatcher:
             stop, runs, keyed, last_ts = plan(buf, pos, limit)
             if runs:
                 self._put_runs(runs)
-            if index is not None:
-                for topic_b, props, phys, store_ts in keyed:
-                    self._index_keys(index, self._topic_name(topic_b), props, phys, store_ts)
+            if index is not None and keyed:
+                name = self._topic_name
+                topics, props_, offsets, stamps = zip(*keyed, strict=True)
+                index.build_many(list(map(name, topics)), props_, offsets, stamps)
             if last_ts:
                 self.last_store_timestamp = last_ts
             pos = stop

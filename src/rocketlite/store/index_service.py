@@ -24,14 +24,16 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from rocketlite.common.errors import DiskFullError, FlushError, StoreError
+from rocketlite.formats.index_entries import key_entries
 from rocketlite.store.index_file import IndexFile
 
 log = logging.getLogger(__name__)
 _NAME = re.compile(r"^\d{17}$")
+_NONE = -(1 << 63)  # no file yet: no message was indexed before
 
 
 def index_file_name(ms: int) -> str:
@@ -151,6 +153,36 @@ class IndexService:
                         filled.append(last)
                     last = self._new_file()
                     last.put(full, phy_offset, store_timestamp)
+        for f in filled:  # make a full file durable once, outside the lock
+            f.flush()
+
+    def build_many(self, topics: Sequence[str], props: Sequence[bytes],
+                   phy_offsets: Sequence[int], timestamps: Sequence[int]) -> None:
+        """``build`` for a run of messages in CommitLog order, given by their topics and encoded
+        properties (``index_entries.key_entries`` reads their KEYS and UNIQ_KEY): the same
+        entries, written with one ``IndexFile.put_many`` per file. The blocks for every key are
+        reserved first: a full disk fails the run whole (the dispatcher's retry skips what an
+        earlier attempt indexed)."""
+        with self._lock:
+            last = self.files[-1] if self.files else None
+            full, phys, stamps, _ = key_entries(
+                topics, props, phy_offsets, timestamps, _NONE if last is None else last.end_phy_offset
+            )
+            if not full:
+                return
+            filled: list[IndexFile] = []
+            if last is not None:
+                last.reserve(len(full))
+            if last is not None and last.entries_left < len(full) and self._spare is None:
+                self._spare = self._create_file()
+            at = 0
+            while at < len(full):
+                if last is None or last.is_full():
+                    if last is not None:
+                        filled.append(last)
+                    last = self._new_file()
+                at += (last.put_many(full, phys, stamps) if at == 0 else
+                       last.put_many(full[at:], phys[at:], stamps[at:]))
         for f in filled:  # make a full file durable once, outside the lock
             f.flush()
 

@@ -22,6 +22,7 @@ from rocketlite.formats.index_layout import (
     slot_position,
 )
 from rocketlite.formats.javahash import index_key_hash
+from rocketlite.formats.properties import encode_properties
 from rocketlite.store import index_service as index_service_mod
 from rocketlite.store.index_file import IndexFile
 from rocketlite.store.index_service import IndexService, index_file_name
@@ -364,3 +365,55 @@ def test_query_matches_a_model(msgs: list[tuple[list[str], str | None, int]], ma
             expected = [o for kh, o, t in reversed(model) if kh == h and begin_ms <= t <= end_ms]
             assert got == expected[:max_num]
         svc.close()
+
+
+# -- batches: the same bytes as one put (one build) at a time ----------------------------------
+
+KEY_TEXT = st.text(alphabet="abK#1 ", max_size=6)
+
+
+@given(st.lists(st.tuples(KEY_TEXT, st.integers(0, 2**40), st.integers(T0 - 5000, T0 + 10**7)),
+                max_size=30), st.integers(1, 3))
+def test_put_many_writes_what_put_writes(items: list[tuple[str, int, int]], parts: int) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        one = IndexFile(Path(d) / "20240101000000000", 8, 20, create=True)
+        many = IndexFile(Path(d) / "20240101000000001", 8, 20, create=True)
+        want = [one.put(k, p, t) for k, p, t in items]
+        step = max(1, len(items) // parts)
+        got = 0
+        for i in range(0, len(items), step):
+            chunk = items[i : i + step]
+            got += many.put_many([k for k, _, _ in chunk], [p for _, p, _ in chunk],
+                                 [t for _, _, t in chunk])
+        assert got == sum(want)
+        assert many.mm[:] == one.mm[:]
+        one.close()
+        many.close()
+
+
+@given(st.lists(st.tuples(st.lists(KEY_TEXT, max_size=3), st.none() | KEY_TEXT, st.integers(0, 50)),
+                max_size=25))
+def test_build_many_builds_what_build_builds(msgs: list[tuple[list[str], str | None, int]]) -> None:
+    """Across files (rolling when full), with repeated, empty and already indexed keys."""
+    with tempfile.TemporaryDirectory() as d:
+        one, many = (IndexService(Path(d) / name, 8, 6) for name in ("one", "many"))
+        one.load()
+        many.load()
+        props, offsets, stamps = [], [], []
+        for i, (keys, uniq, jump) in enumerate(msgs):
+            d_ = {"KEYS": " ".join(keys)} if "".join(keys) else {}
+            if uniq:
+                d_["UNIQ_KEY"] = uniq
+            props.append(encode_properties(d_).encode())
+            offsets.append(i * 10 + jump)
+            stamps.append(T0 + i * 1500)
+            if d_:
+                one.build("T", d_["KEYS"].split(" ") if "KEYS" in d_ else [], uniq, offsets[-1],
+                          stamps[-1])
+        half, third = len(msgs) // 2, len(msgs) // 3
+        many.build_many(["T"] * half, props[:half], offsets[:half], stamps[:half])
+        rest = len(msgs) - third  # an overlap: skipped as already indexed
+        many.build_many(["T"] * rest, props[third:], offsets[third:], stamps[third:])
+        assert [f.mm[:] for f in many.files] == [f.mm[:] for f in one.files]
+        one.close()
+        many.close()

@@ -1,8 +1,9 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """Compiled twins of ``rocketlite.formats.record_scan``: ``scan_records`` (recovery's walk over a
 segment, checks as ``message_record.check_record``) and ``dispatch_plan`` (the ConsumeQueue units
-of a run of plain records, packed per queue). ``tests/unit/native/test_record_twin.py`` checks
-both against the pure functions. The body CRC is the one ``message_record`` uses (ISA-L's).
+of a run of plain records, packed per queue); and of ``record_batch.encode_batch`` (a batch append's
+records in one call). ``tests/unit/native/test_record_twin.py`` checks them against the pure
+functions. The body CRC is the one ``message_record`` uses (ISA-L's).
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
@@ -10,10 +11,12 @@ from cpython.bytearray cimport (
     PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_GET_SIZE, PyByteArray_Resize,
 )
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from libc.stdint cimport int32_t, int64_t, uint32_t
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 
 from rocketlite.common._bytes cimport be_i32, be_i64, be_u32
+
+from struct import error as _struct_error
 
 from rocketlite.formats.message_record import crc32 as _crc32
 
@@ -236,3 +239,73 @@ def dispatch_plan(buf, Py_ssize_t pos, Py_ssize_t limit):
     finally:
         PyBuffer_Release(&view)
     return pos, runs, keyed, last_ts
+
+
+cdef inline void _be32(char* p, uint32_t v) noexcept nogil:
+    p[0] = <char>((v >> 24) & 0xFF)
+    p[1] = <char>((v >> 16) & 0xFF)
+    p[2] = <char>((v >> 8) & 0xFF)
+    p[3] = <char>(v & 0xFF)
+
+
+cdef inline void _be64(char* p, int64_t v) noexcept nogil:
+    _be32(p, <uint32_t>(<uint64_t>v >> 32))
+    _be32(p + 4, <uint32_t>v)
+
+
+def encode_batch(bodies, props, flags, Py_ssize_t lo, Py_ssize_t hi, int32_t queue_id,
+                 int64_t queue_offset, int64_t offset, bytes mid, bytes magic, bytes topic_block):
+    cdef Py_ssize_t i, total = 0, blen, plen, size, at = 0
+    cdef Py_ssize_t mlen = PyBytes_GET_SIZE(mid), tlen = PyBytes_GET_SIZE(topic_block)
+    cdef Py_ssize_t fixed = 36 + mlen + 4 + tlen + 2
+    cdef object body, p, f
+    cdef int64_t flag
+    cdef char* o
+    cdef bytes out
+    if PyBytes_GET_SIZE(magic) != 4:
+        raise ValueError("encode_batch: the magic code is 4 bytes")
+    for i in range(lo, hi):
+        body = bodies[i]
+        p = props[i]
+        if type(body) is not bytes or type(p) is not bytes or PyBytes_GET_SIZE(p) > 0xFFFF:
+            return _pure_encode_batch(bodies, props, flags, lo, hi, queue_id, queue_offset,
+                                      offset, mid, magic, topic_block)
+        total += fixed + PyBytes_GET_SIZE(body) + PyBytes_GET_SIZE(p)
+    out = PyBytes_FromStringAndSize(NULL, total)
+    o = PyBytes_AS_STRING(out)
+    crc = _crc32
+    for i in range(lo, hi):
+        body = bodies[i]
+        p = props[i]
+        if flags is None:
+            flag = 0
+        else:
+            f = flags[i]
+            flag = f
+            if flag < -2147483648 or flag > 2147483647:
+                raise _struct_error("'i' format requires -2147483648 <= number <= 2147483647")
+        blen = PyBytes_GET_SIZE(body)
+        plen = PyBytes_GET_SIZE(p)
+        size = fixed + blen + plen
+        _be32(o + at, <uint32_t>size)
+        memcpy(o + at + 4, PyBytes_AS_STRING(magic), 4)
+        _be32(o + at + 8, <uint32_t>(crc(body) & 0x7FFFFFFF))
+        _be32(o + at + 12, <uint32_t>queue_id)
+        _be32(o + at + 16, <uint32_t>flag)
+        _be64(o + at + 20, queue_offset + i - lo)
+        _be64(o + at + 28, offset)
+        memcpy(o + at + 36, PyBytes_AS_STRING(mid), mlen)
+        _be32(o + at + 36 + mlen, <uint32_t>blen)
+        memcpy(o + at + 40 + mlen, PyBytes_AS_STRING(body), blen)
+        memcpy(o + at + 40 + mlen + blen, PyBytes_AS_STRING(topic_block), tlen)
+        o[at + 40 + mlen + blen + tlen] = <char>((plen >> 8) & 0xFF)
+        o[at + 41 + mlen + blen + tlen] = <char>(plen & 0xFF)
+        memcpy(o + at + 42 + mlen + blen + tlen, PyBytes_AS_STRING(p), plen)
+        at += size
+        offset += size
+    return out
+
+
+def _pure_encode_batch(*args):
+    from rocketlite.formats.record_batch import _encode_batch_py
+    return _encode_batch_py(*args)

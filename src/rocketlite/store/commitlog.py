@@ -24,11 +24,12 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Sequence
 from itertools import accumulate, repeat
-from operator import and_, attrgetter, itemgetter
+from operator import add, attrgetter, itemgetter
 
 from rocketlite.common.errors import MessageIllegalError, StoreError
 from rocketlite.formats import message_record as rec
 from rocketlite.formats.properties import nul_error
+from rocketlite.formats.record_batch import encode_batch
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.mapped_file import MappedFile
 from rocketlite.store.mapped_file_queue import Allocator, MappedFileQueue
@@ -46,7 +47,6 @@ TOPIC_MAX_BYTES = 1024
 QUEUE_ID_MAX = 65535
 _TXN_NO_QUEUE = (rec.SYSFLAG_TRANSACTION_PREPARED, rec.SYSFLAG_TRANSACTION_ROLLBACK)
 DISPATCH_HINTS_MAX = 4096
-_pack = struct.Struct.pack
 _size = attrgetter("size")
 _struct_of = itemgetter(3)
 
@@ -288,8 +288,9 @@ class CommitLog:
     def append_batch(self, b: MessageBatch) -> BatchAppendResult:
         """Append a batch of one topic and queue; all or nothing on validation.
 
-        The per-message work is a handful of C-level ``map`` passes (lengths, CRCs, one
-        ``Struct.pack`` per record with the shared fields pre-packed) and one write per segment.
+        The per-message work is a few C-level ``map`` passes (lengths, sizes) and, per segment,
+        one ``record_batch.encode_batch`` call (CRCs, offsets, the records back to back, with
+        the shared fields pre-packed) and one write.
         """
         bodies, props = b.bodies, b.properties
         blens = list(map(len, bodies))
@@ -303,14 +304,11 @@ class CommitLog:
         magic = struct.pack(">i", rec.magic_for(tb))
         born = (sys_flag, b.born_timestamp, b.born_host, b.born_port)
         mid_len = len(rec.batch_mid(*born, 0, self.store_host, self.store_port))
-        if blens.count(blens[0]) == n and plens.count(plens[0]) == n:  # one shape: one Struct
-            shape = rec.batch_struct(mid_len, blens[0], len(topic_block), plens[0])
-            structs, sizes = [shape] * n, [shape.size] * n
+        fixed = rec.batch_struct(mid_len, 0, len(topic_block), 0).size
+        if blens.count(blens[0]) == n and plens.count(plens[0]) == n:  # one shape
+            sizes = [fixed + blens[0] + plens[0]] * n
         else:
-            structs = list(map(rec.batch_struct, repeat(mid_len, n), blens,
-                               repeat(len(topic_block), n), plens))
-            sizes = list(map(_size, structs))
-        crcs = list(map(and_, map(rec.crc32, bodies), repeat(0x7FFFFFFF)))
+            sizes = list(map(add, map(add, blens, plens), repeat(fixed, n)))
         offsets: list[int] = []
         key = (b.topic, b.queue_id)
         with self.lock:
@@ -337,13 +335,8 @@ class CommitLog:
                     starts = list(accumulate(sizes[done:stop - 1], initial=base))
                     q0 = qbase + done
                     part_props = props[done:stop] if done or stop < n else props
-                    mf.append(b"".join(map(
-                        _pack, structs[done:stop], sizes[done:stop], repeat(magic, k),
-                        crcs[done:stop], repeat(b.queue_id, k),
-                        b.flags[done:stop] if b.flags is not None else repeat(0, k),
-                        range(q0, q0 + k), starts, repeat(mid, k), blens[done:stop],
-                        bodies[done:stop], repeat(topic_block, k), plens[done:stop], part_props,
-                    )))
+                    mf.append(encode_batch(bodies, props, b.flags, done, stop, b.queue_id, q0,
+                                           base, mid, magic, topic_block))
                     if len(self.dispatch_hints) < DISPATCH_HINTS_MAX:
                         self.dispatch_hints.append(DispatchHint(
                             base, base + ends[k], b.topic, b.queue_id, q0, starts,

@@ -1,15 +1,19 @@
 """The compiled segment walks against the pure ones in ``formats/record_scan``: ``scan_records``
 (recovery) and ``dispatch_plan`` (ConsumeQueue units per queue) give the same result on random
 runs of records of every shape, with BLANK records, damaged bytes, torn (zeroed) tails and trailing
-garbage, from any start to any end."""
+garbage, from any start to any end; and ``encode_batch`` (``formats/record_batch``) the same
+bytes, or the same error for a flag out of range."""
 
 from __future__ import annotations
+
+import struct
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from nativehelp import twin
 from rocketlite.formats import message_record as rec
+from rocketlite.formats import record_batch as batch
 from rocketlite.formats import record_scan as ref
 from rocketlite.formats.properties import encode_properties
 from strategies import records
@@ -113,3 +117,42 @@ def test_a_plan_packs_units_per_queue() -> None:
         assert [r[:3] for r in runs] == [[b"T", 0, 5], [b"T", 1, 0]]
         assert len(runs[0][3]) == 40 and runs[0][4] == 100 + 3 * len(a)
         assert runs[0][3][12:20] == (2598919).to_bytes(8, "big", signed=True)  # "TagA".hashCode()
+
+
+def outcome(f: object, *args: object) -> object:
+    try:
+        return f(*args)  # type: ignore[operator]
+    except (struct.error, OverflowError) as e:
+        return type(e).__name__
+
+
+@given(st.lists(st.tuples(st.binary(max_size=40), st.binary(max_size=30),
+                          st.integers(-(2**31), 2**31 - 1) | st.sampled_from([2**31, -(2**31) - 1])),
+                max_size=8),
+       st.data(), st.booleans(), st.sampled_from([b"", b"m" * 13, bytes(range(40))]),
+       st.sampled_from([b"\x04abcd", b"\x00\x80" + b"t" * 128]))
+def test_encode_batch(items: list[tuple[bytes, bytes, int]], d: st.DataObject, with_flags: bool,
+                      mid: bytes, topic_block: bytes) -> None:
+    bodies = [b for b, _, _ in items]
+    props = [p for _, p, _ in items]
+    flags = [f for _, _, f in items] if with_flags else None
+    lo = d.draw(st.integers(0, len(items)))
+    hi = d.draw(st.integers(lo, len(items)))
+    args = (bodies, props, flags, lo, hi, d.draw(st.integers(0, 65535)),
+            d.draw(st.integers(0, 2**40)), d.draw(st.integers(0, 2**50)), mid,
+            struct.pack(">i", rec.MAGIC_V1), topic_block)
+    assert outcome(C.encode_batch, *args) == outcome(batch._encode_batch_py, *args)
+
+
+def test_encode_batch_writes_records_a_reader_decodes() -> None:
+    mid = rec.batch_mid(0, 1, b"\x7f\0\0\x01", 2, 3, b"\x7f\0\0\x01", 4)
+    data = C.encode_batch([b"ab", b"cde"], [b"", b"TAGS\x01x\x02"], None, 0, 2, 3, 10, 1000, mid,
+                          struct.pack(">i", rec.MAGIC_V1), rec.topic_block(b"T"))
+    first = rec.decode_record(data, 0)
+    assert first is not None
+    second = rec.decode_record(data, first.total_size)
+    assert second is not None
+    assert (first.body, first.queue_offset, first.commit_log_offset, first.queue_id) == \
+        (b"ab", 10, 1000, 3)
+    assert (second.body, second.queue_offset, second.commit_log_offset, second.properties) == \
+        (b"cde", 11, 1000 + first.total_size, {"TAGS": "x"})

@@ -180,8 +180,8 @@ class SendProcessor:
 
     def _put_one(self, conn: Connection, cmd: RemotingCommand, h: SendMessageRequestHeader,
                  queue_id: int) -> Reply:
-        """Queue the message; every send that arrives in this loop iteration (on any connection)
-        is appended with one CommitLog append in ``_append_pending``, and answered then."""
+        """Queue the message; every send of this read is appended with one CommitLog append in
+        ``_append_pending`` at the read's end, and answered then, in one write."""
         msg = MessageToStore(
             h.topic, cmd.body, queue_id, h.flag, h.properties or "", h.sysFlag, h.bornTimestamp,
             conn.peer_host, conn.peer_port, h.reconsumeTimes or 0,
@@ -191,7 +191,7 @@ class SendProcessor:
         self._pending.append((conn, cmd, msg, queue_id))
         if not self._scheduled:
             self._scheduled = True
-            asyncio.get_running_loop().call_soon(self._append_pending)
+            conn.at_read_end(self._append_pending)
         return None
 
     def _append_pending(self) -> None:
@@ -251,11 +251,21 @@ class SendProcessor:
         """Success replies: the pre-encoded frame for a single send in JSON, else the generic
         reply (the binary header, or a batch's list of ids)."""
         ok = self._ok_frames.frame
+        frames: list[bytes] = []
+        to: Connection | None = None  # where ``frames`` go: one write per run of replies to it
         for conn, cmd, queue_id, offset, queue_offset, msg_id in held:
+            if conn is not to:
+                if to is not None and frames:
+                    to.send_frames(frames)
+                    frames = []
+                to = conn
             if msg_id is None and cmd.serialize_type == _JSON:
-                conn.send_frame(ok(cmd.opaque, queue_id, offset, queue_offset))
+                frames.append(ok(cmd.opaque, queue_id, offset, queue_offset))
             else:
-                conn.send(self._reply(cmd, queue_id, offset, queue_offset, msg_id))
+                head, body = self._reply(cmd, queue_id, offset, queue_offset, msg_id).encode_parts()
+                frames.append(head + body if body else head)
+        if to is not None and frames:
+            to.send_frames(frames)
 
     def _answer_when_flushed(self, held: list[Held], flushed: Future[None] | None) -> None:
         """Answer ``held`` sends now (ASYNC_FLUSH, or already durable) or once the group commit

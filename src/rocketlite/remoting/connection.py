@@ -130,6 +130,7 @@ class Connection(asyncio.Protocol):
         self._out: list[bytes] = []  # frames waiting to be written together
         self._in_read = False
         self._out_big = False  # a piece of WRITE_ALONE bytes or more waits in _out
+        self._read_end: list[Callable[[], None]] = []  # work to run once the read is handled
         self._flush_scheduled = False
         # request timeouts: per timeout value, (deadline, opaque, future, code) in sending order
         self._deadlines: dict[float, collections.deque[
@@ -204,9 +205,31 @@ class Connection(asyncio.Protocol):
                 else:
                     item()  # type: ignore[operator]  # work that waited for the buffer to drain
         finally:
+            if self._read_end:
+                self._end_read()
             self._in_read = False
         if self._out:
             self._flush_out()
+
+    def at_read_end(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` once the requests of the current read are all handled, before their
+        replies are written (processors that batch the requests of one read: one append, one
+        write); outside a read, at the end of this loop iteration."""
+        if self._in_read:
+            self._read_end.append(fn)
+        else:
+            asyncio.get_running_loop().call_soon(fn)
+
+    def _end_read(self) -> None:
+        """The read's end: run what processors asked for (each once, in order; a failing one
+        does not keep the others from running)."""
+        while self._read_end:
+            fns, self._read_end = self._read_end, []
+            for fn in fns:
+                try:
+                    fn()
+                except Exception:
+                    log.exception("end-of-read work on the connection from %s failed", self.peer)
 
     def when_writable(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` now, or, while this connection's replies wait above the high mark, after
@@ -390,6 +413,15 @@ class Connection(asyncio.Protocol):
             self._flush_out()
         else:
             self._schedule_flush()
+
+    def send_frames(self, frames: list[bytes]) -> None:
+        """Write encoded frames (length fields included) together: at the end of the current
+        read, or at once; one write for all of them, however many (they are all ready)."""
+        if not self.is_open:
+            return
+        self._out.extend(frames)
+        if not self._in_read:
+            self._flush_out()
 
     def _schedule_flush(self) -> None:
         if not self._in_read and not self._flush_scheduled:

@@ -1,0 +1,81 @@
+"""Sends that arrive in one read are appended together (one store call) at the read's end and
+answered after it; an illegal message among them is answered alone, the others are stored."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from test_broker import TIMEOUT, Env, running
+
+from rocketlite.protocol.codes import RequestCode, ResponseCode, SerializeType
+from rocketlite.protocol.command import FrameDecoder, RemotingCommand
+from rocketlite.protocol.headers import SendMessageRequestHeader
+from rocketlite.store.message import MessageToStore
+
+pytestmark = pytest.mark.integration
+
+
+def frame(opaque: int, body: bytes, *, binary: bool = False) -> bytes:
+    h = SendMessageRequestHeader(
+        producerGroup="PG", topic="ReadBatch", defaultTopic="TBW102", defaultTopicQueueNums=1,
+        queueId=0, sysFlag=0, bornTimestamp=int(time.time() * 1000), flag=0, properties="")
+    cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, h.to_v2_ext(), body)
+    if binary:
+        cmd.serialize_type = SerializeType.ROCKETMQ
+    cmd.opaque = opaque
+    return cmd.encode()
+
+
+async def exchange(env: Env, frames: list[bytes]) -> dict[int, RemotingCommand]:
+    """Write ``frames`` at once; the replies by opaque."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", env.broker.port)
+    try:
+        writer.write(b"".join(frames))
+        decoder = FrameDecoder()
+        got: dict[int, RemotingCommand] = {}
+        async with asyncio.timeout(TIMEOUT):
+            while len(got) < len(frames):
+                for item in decoder.feed(await reader.read(65536)):
+                    assert isinstance(item, RemotingCommand)
+                    got[item.opaque] = item
+        return got
+    finally:
+        writer.close()
+
+
+async def test_one_read_one_append_and_a_bad_message_answered_alone(tmp_path: Path) -> None:
+    async with running(tmp_path / "store") as env:
+        store = env.broker.store
+        calls: list[int] = []
+        put = store.put_messages
+
+        def counting(msgs: Sequence[MessageToStore]):  # type: ignore[no-untyped-def]
+            calls.append(len(msgs))
+            return put(msgs)
+
+        store.put_messages = counting  # type: ignore[method-assign]
+        assert (await exchange(env, [frame(1, b"first")]))[1].code == ResponseCode.SUCCESS
+        calls.clear()
+        got = await exchange(env, [frame(10 + i, b"m%d" % i, binary=i % 5 == 0)
+                                   for i in range(20)])
+        assert calls == [20]  # one append for the read
+        offsets = sorted(int(r.ext_fields["queueOffset"]) for r in got.values())
+        assert offsets == list(range(1, 21))
+        assert all(r.code == ResponseCode.SUCCESS for r in got.values())
+        assert got[10].serialize_type == SerializeType.ROCKETMQ  # answered in its own header
+        calls.clear()
+        # an oversized message: the read's append fails, each is retried alone
+        frames = [frame(100 + i, b"x" * 70_000 if i == 3 else b"ok%d" % i) for i in range(6)]
+        got = await exchange(env, frames)
+        assert calls[0] == 6 and calls[1:] == [1] * 6
+        assert got[103].code == ResponseCode.MESSAGE_ILLEGAL and got[103].remark
+        ok = [got[100 + i] for i in range(6) if i != 3]
+        assert all(r.code == ResponseCode.SUCCESS for r in ok)
+        assert [int(r.ext_fields["queueOffset"]) for r in ok] == list(range(21, 26))
+        for i, r in zip([0, 1, 2, 4, 5], ok, strict=True):
+            m = store.look_message(int(r.ext_fields["msgId"][-16:], 16))
+            assert m is not None and m.body == b"ok%d" % i

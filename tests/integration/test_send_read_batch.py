@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from test_broker import TIMEOUT, Env, running
 
+from rocketlite.protocol.bodies import TopicConfig
 from rocketlite.protocol.codes import RequestCode, ResponseCode, SerializeType
 from rocketlite.protocol.command import FrameDecoder, RemotingCommand
 from rocketlite.protocol.headers import SendMessageRequestHeader
@@ -19,10 +20,12 @@ from rocketlite.store.message import MessageToStore
 pytestmark = pytest.mark.integration
 
 
-def frame(opaque: int, body: bytes, *, binary: bool = False) -> bytes:
+def frame(opaque: int, body: bytes, *, binary: bool = False, topic: str = "ReadBatch",
+          queue_id: int = 0, properties: str = "") -> bytes:
     h = SendMessageRequestHeader(
-        producerGroup="PG", topic="ReadBatch", defaultTopic="TBW102", defaultTopicQueueNums=1,
-        queueId=0, sysFlag=0, bornTimestamp=int(time.time() * 1000), flag=0, properties="")
+        producerGroup="PG", topic=topic, defaultTopic="TBW102", defaultTopicQueueNums=1,
+        queueId=queue_id, sysFlag=0, bornTimestamp=int(time.time() * 1000), flag=0,
+        properties=properties)
     cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, h.to_v2_ext(), body)
     if binary:
         cmd.serialize_type = SerializeType.ROCKETMQ
@@ -79,3 +82,33 @@ async def test_one_read_one_append_and_a_bad_message_answered_alone(tmp_path: Pa
         for i, r in zip([0, 1, 2, 4, 5], ok, strict=True):
             m = store.look_message(int(r.ext_fields["msgId"][-16:], 16))
             assert m is not None and m.body == b"ok%d" % i
+
+
+async def test_sends_off_the_usual_path_are_checked_as_before(tmp_path: Path) -> None:
+    """Single sends that are not the usual case (a read-only queue id, a negative one, a read-only
+    topic, a delay level) take the checks one by one, in the same read as usual ones."""
+    async with running(tmp_path / "store") as env:
+        env.broker.topics.update(TopicConfig(topicName="ReadBatch", readQueueNums=4,
+                                             writeQueueNums=2))
+        env.broker.topics.update(TopicConfig(topicName="ReadOnly", perm=4))
+        frames = [
+            frame(1, b"usual"),
+            frame(2, b"read queue", queue_id=3),  # < readQueueNums: taken, as Java does
+            frame(3, b"no such queue", queue_id=4),
+            frame(4, b"any queue", queue_id=-1),
+            frame(5, b"read-only topic", topic="ReadOnly"),
+            frame(6, b"delayed", properties="DELAY\x012\x02"),
+            frame(7, b"usual again", queue_id=1),
+        ]
+        got = await exchange(env, frames)
+        assert got[1].code == ResponseCode.SUCCESS and got[1].ext_fields["queueId"] == "0"
+        assert got[2].code == ResponseCode.SUCCESS and got[2].ext_fields["queueId"] == "3"
+        assert got[3].code == ResponseCode.SYSTEM_ERROR and "queueId[4]" in (got[3].remark or "")
+        assert got[4].code == ResponseCode.SUCCESS and got[4].ext_fields["queueId"] in ("0", "1")
+        assert got[5].code == ResponseCode.NO_PERMISSION
+        assert got[6].code == ResponseCode.SUCCESS and got[6].ext_fields["queueId"] == "0"
+        assert got[7].code == ResponseCode.SUCCESS and got[7].ext_fields["queueId"] == "1"
+        delayed = env.broker.store.look_message(int(got[6].ext_fields["msgId"][-16:], 16))
+        assert delayed is not None and delayed.topic == "SCHEDULE_TOPIC_XXXX"  # diverted
+        store = env.broker.store
+        assert store.look_message(int(got[2].ext_fields["msgId"][-16:], 16)).queue_id == 3  # type: ignore[union-attr]

@@ -62,6 +62,7 @@ Reply = RemotingCommand | Awaitable[RemotingCommand | None] | None
 Held = tuple[Connection, RemotingCommand, int, int, int, str | None]
 
 
+_from_v2_ext = SendMessageRequestHeader.from_v2_ext
 _TXN_MASK = 0x4 | 0x8  # sysFlag: a prepared (0x4) or committed (0x8) transactional message
 
 
@@ -95,8 +96,10 @@ class SendProcessor:
         self.sync_flush = broker.store.config.sync_flush
         self.flush_timeout_s = broker.store.config.sync_flush_timeout / 1000
         self.stats = broker.stats
-        # conn, request, message, the queue id to answer (the requested one, even when diverted)
-        self._pending: list[tuple[Connection, RemotingCommand, MessageToStore, int]] = []
+        # The sends of this read: their messages, and for each the connection, the request and
+        # the queue id to answer (the requested one, even when the message is diverted).
+        self._msgs: list[MessageToStore] = []
+        self._pending: list[tuple[Connection, RemotingCommand, int]] = []
         self._scheduled = False
         self._diverters = broker.diverters
         self.refresh_store_address()
@@ -116,11 +119,15 @@ class SendProcessor:
 
     def send_v1(self, conn: Connection, cmd: RemotingCommand) -> Reply:
         header = SendMessageRequestHeader.from_ext(cmd.ext_fields)
-        return self._send(conn, cmd, header, bool(header.batch))
+        if header.batch:
+            return self._send(conn, cmd, header, True)
+        return self._send_one(conn, cmd, header)
 
     def send_v2(self, conn: Connection, cmd: RemotingCommand) -> Reply:
-        header = SendMessageRequestHeader.from_v2_ext(cmd.ext_fields)
-        return self._send(conn, cmd, header, bool(header.batch))
+        header = _from_v2_ext(cmd.ext_fields)
+        if header.batch:
+            return self._send(conn, cmd, header, True)
+        return self._send_one(conn, cmd, header)
 
     def send_batch(self, conn: Connection, cmd: RemotingCommand) -> Reply:
         header = SendMessageRequestHeader.from_v2_ext(cmd.ext_fields)
@@ -155,6 +162,29 @@ class SendProcessor:
                                 f"the topic[{h.topic}] sending message is forbidden")
         return tc
 
+    def _send_one(self, conn: Connection, cmd: RemotingCommand, h: SendMessageRequestHeader
+                  ) -> Reply:
+        """A single message. The usual one (its topic exists and takes writes, the broker too,
+        its queue id is a write queue, nothing may divert it) is queued here in one call, for
+        the append at the read's end; any other goes through ``_send``'s checks one by one."""
+        topic = h.topic
+        tc = self.topics.table.get(topic)
+        queue_id = h.queueId
+        if (tc is None or not tc.perm & PERM_WRITE or not 0 <= queue_id < tc.writeQueueNums
+                or not self.broker.config.broker_permission & PERM_WRITE
+                or topic in NOT_ALLOWED_SEND_TOPICS
+                or (self._diverters and (h.sysFlag & _TXN_MASK or may_divert(h.properties or "")))):
+            return self._send(conn, cmd, h, False)
+        self._msgs.append(MessageToStore(
+            topic, cmd.body, queue_id, h.flag, h.properties or "", h.sysFlag, h.bornTimestamp,
+            conn.peer_host, conn.peer_port, h.reconsumeTimes or 0,
+        ))
+        self._pending.append((conn, cmd, queue_id))
+        if not self._scheduled:
+            self._scheduled = True
+            conn.at_read_end(self._append_pending)
+        return None
+
     def _send(self, conn: Connection, cmd: RemotingCommand, h: SendMessageRequestHeader,
               batch: bool) -> Reply:
         tc = self._topic_config(cmd, h)
@@ -188,7 +218,8 @@ class SendProcessor:
         )
         if self._diverters and (h.sysFlag & _TXN_MASK or may_divert(msg.properties)):
             msg = self.broker.divert(msg)
-        self._pending.append((conn, cmd, msg, queue_id))
+        self._msgs.append(msg)
+        self._pending.append((conn, cmd, queue_id))
         if not self._scheduled:
             self._scheduled = True
             conn.at_read_end(self._append_pending)
@@ -196,26 +227,27 @@ class SendProcessor:
 
     def _append_pending(self) -> None:
         pending, self._pending = self._pending, []
+        msgs, self._msgs = self._msgs, []
         self._scheduled = False
         try:
-            put = self.store.put_messages([p[2] for p in pending])
+            put = self.store.put_messages(msgs)
         except MessageIllegalError:
-            for conn, cmd, msg, qid in pending:  # find the culprit(s): one at a time
+            for (conn, cmd, qid), msg in zip(pending, msgs, strict=True):  # find the culprit(s)
                 self._append_alone(conn, cmd, msg, qid)
             return
         except (DiskFullError, FlushError, StoreClosedError) as e:
-            for conn, cmd, _, _ in pending:
+            for conn, cmd, _ in pending:
                 _answer(conn, cmd, ResponseCode.SERVICE_NOT_AVAILABLE, unavailable_remark(e))
             return
         except Exception as e:
             log.exception("appending %d messages failed", len(pending))
-            for conn, cmd, _, _ in pending:
+            for conn, cmd, _ in pending:
                 _answer(conn, cmd, ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
             return
         self.stats.put_messages += len(pending)
         self._answer_when_flushed([
-            (conn, cmd, qid, r.commit_log_offset, r.queue_offset, None)
-            for (conn, cmd, _, qid), r in zip(pending, put.results, strict=True)
+            (conn, cmd, qid, r[0], r[2], None)  # AppendResult: commit_log_offset, queue_offset
+            for (conn, cmd, qid), r in zip(pending, put.results, strict=True)
             if not cmd.flag & RPC_ONEWAY
         ], put.flushed)
 

@@ -280,24 +280,26 @@ class SendProcessor:
         })
 
     def _answer_ok(self, held: list[Held]) -> None:
-        """Success replies: the pre-encoded frame for a single send in JSON, else the generic
-        reply (the binary header, or a batch's list of ids)."""
-        ok = self._ok_frames.frame
-        frames: list[bytes] = []
-        to: Connection | None = None  # where ``frames`` go: one write per run of replies to it
+        """Success replies, one write per run of replies to a connection: the pre-encoded
+        frames for single sends in JSON, else the generic reply (the binary header, or a
+        batch's list of ids)."""
+        frames = self._ok_frames.frames
+        to: Connection | None = None  # where ``ok`` and ``other`` go
+        ok: list[tuple[int, int, int, int]] = []
+        other: list[bytes] = []
         for conn, cmd, queue_id, offset, queue_offset, msg_id in held:
             if conn is not to:
-                if to is not None and frames:
-                    to.send_frames(frames)
-                    frames = []
+                if to is not None:
+                    to.send_frames(frames(ok) + other if other else frames(ok))
+                    ok, other = [], []
                 to = conn
             if msg_id is None and cmd.serialize_type == _JSON:
-                frames.append(ok(cmd.opaque, queue_id, offset, queue_offset))
+                ok.append((cmd.opaque, queue_id, offset, queue_offset))
             else:
                 head, body = self._reply(cmd, queue_id, offset, queue_offset, msg_id).encode_parts()
-                frames.append(head + body if body else head)
-        if to is not None and frames:
-            to.send_frames(frames)
+                other.append(head + body if body else head)
+        if to is not None:
+            to.send_frames(frames(ok) + other if other else frames(ok))
 
     def _answer_when_flushed(self, held: list[Held], flushed: Future[None] | None) -> None:
         """Answer ``held`` sends now (ASYNC_FLUSH, or already durable) or once the group commit

@@ -14,7 +14,7 @@ built with one ``%`` format instead of a dict, ``orjson.dumps`` and a message id
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from itertools import chain, repeat
 
 import orjson
@@ -70,3 +70,17 @@ class SendOkFrames:
         header = self._format % (commit_log_offset, queue_id, queue_offset, opaque)
         n = len(header)
         return FRAME_PREFIX.pack(n + 4, n) + header
+
+    def frames(self, replies: Iterable[tuple[int, int, int, int]]) -> list[bytes]:
+        """``frame`` of every (opaque, queue id, CommitLog offset, queue offset), in one call:
+        the pieces, each frame's prefix then its header, for one joined write."""
+        fmt = self._format
+        pack = FRAME_PREFIX.pack
+        out: list[bytes] = []
+        put = out.append
+        for opaque, queue_id, commit_log_offset, queue_offset in replies:
+            header = fmt % (commit_log_offset, queue_id, queue_offset, opaque)
+            n = len(header)
+            put(pack(n + 4, n))
+            put(header)
+        return out

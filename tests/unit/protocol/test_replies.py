@@ -44,6 +44,17 @@ def test_send_ok_frame_equals_the_generic_encoding(
     assert reply.ext_fields["msgId"] == encode_message_id(host, port, commit_log_offset)
 
 
+@given(host=HOSTS, port=st.integers(0, 65535), replies=st.lists(st.tuples(
+    INT32, st.integers(0, 2**31 - 1), st.integers(0, 2**63 - 1), st.integers(0, 2**63 - 1)),
+    max_size=40))
+def test_frames_of_many_replies_join_to_their_frames(
+    host: bytes, port: int, replies: list[tuple[int, int, int, int]],
+) -> None:
+    frames = SendOkFrames(host, port, "DefaultRegion", True)
+    assert b"".join(frames.frames(replies)) == b"".join(frames.frame(*r) for r in replies)
+    assert len(frames.frames(iter(replies))) == 2 * len(replies)
+
+
 @given(host=HOSTS, port=st.integers(0, 65535),
        offsets=st.lists(st.integers(0, 2**63 - 1), max_size=1100))
 def test_batch_message_ids(host: bytes, port: int, offsets: list[int]) -> None:

@@ -10,6 +10,11 @@ Scenarios:
   async    ``producer.send_async()`` from one plain loop, ``--window`` in flight
   batch    ``send_batch`` of ``--batch`` messages, ``--window`` batches in flight
   consume  a PushConsumer over a preloaded topic (``--preload`` messages)
+  micro    no broker: ``send_async`` into an in-process fake connection answered from reply
+           templates outside the timed part; the client's CPU per message (``process_time``)
+           over ``--messages`` messages in rounds of ``--window``. Run alone (not with the
+           others). For a figure that does not move with the machine's load, count instructions:
+           valgrind --tool=callgrind at two ``--messages`` values, the difference per message.
 """
 
 from __future__ import annotations
@@ -19,14 +24,18 @@ import asyncio
 import collections
 import contextlib
 import os
+import re
+import struct
 import time
 
 from broker_bench import CpuMeter, broker_process, fmt, percentiles
-from rocketlite.client.instance import ClientConfig
+from rocketlite.client.instance import ClientConfig, ClientInstance
 from rocketlite.client.message import Message, MessageExt
 from rocketlite.client.producer import Producer
 from rocketlite.client.push_consumer import ConsumeStatus, PushConsumer
-from rocketlite.protocol.bodies import ConsumeFromWhere
+from rocketlite.protocol.bodies import BrokerData, ConsumeFromWhere, QueueData, TopicRouteData
+from rocketlite.protocol.command import RemotingCommand
+from rocketlite.remoting.connection import Connection
 
 
 async def run_sync(p: Producer, body: bytes, seconds: float) -> dict[str, object]:
@@ -125,20 +134,129 @@ async def scenario(args: argparse.Namespace, name: str, ns: str, pid: int | None
         return r
 
 
+_PREFIX = struct.Struct(">iI")
+_OPAQUE = re.compile(rb'"opaque":(\d+)')
+
+
+class _FakeTransport:
+    """Collects what the client writes; the micro scenario answers it."""
+
+    def __init__(self) -> None:
+        self.out: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.out.append(data)
+
+    def is_closing(self) -> bool:
+        return False
+
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return default
+
+    def set_write_buffer_limits(self, high: int, low: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class _Replies:
+    """SEND_MESSAGE's replies to the requests of a written run, each in its request's serialize
+    type, from one template per type with the opaque patched in: no request is decoded, so the
+    fake broker costs little even where it is counted (callgrind)."""
+
+    def __init__(self) -> None:
+        self.templates: dict[int, bytes] = {}
+
+    def __call__(self, data: bytes) -> bytes:
+        out = []
+        pos = 0
+        while pos < len(data):
+            length, ori = _PREFIX.unpack_from(data, pos)
+            stype = ori >> 24
+            if stype:
+                opaque = int.from_bytes(data[pos + 13:pos + 17], "big")
+            else:
+                m = _OPAQUE.search(data, pos + 8, pos + 8 + (ori & 0xFFFFFF))
+                assert m is not None
+                opaque = int(m[1])
+            pos += 4 + length
+            t = self.templates.get(stype)
+            if t is None:
+                r = RemotingCommand(0, "JAVA", opaque=0x7FFFFFFF, flag=1, serialize_type=stype, ext_fields={
+                    "msgId": "0A0000010000000000000000", "queueId": "1", "queueOffset": "12345",
+                    "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"})
+                t = self.templates[stype] = r.encode()[8:]
+            if stype:
+                header = t[:5] + opaque.to_bytes(4, "big") + t[9:]
+            else:
+                header = t.replace(b'"opaque":2147483647', b'"opaque":%d' % opaque)
+            out.append(_PREFIX.pack(4 + len(header), (stype << 24) | len(header)) + header)
+        return b"".join(out)
+
+
+async def run_micro(body: bytes, messages: int, window: int) -> dict[str, object]:
+    """The client's CPU per async send without a broker (see the module docstring)."""
+    addr = "127.0.0.1:1"
+    p = Producer("BenchProducer", namesrv_addr="127.0.0.1:2", async_window=window)
+    inst = p.instance = ClientInstance(p.config)
+    p._started = True
+    inst.broker_addrs["b"] = {0: addr}
+    p.on_route("BenchClient", TopicRouteData(
+        queueDatas=[QueueData(brokerName="b", readQueueNums=4, writeQueueNums=4, perm=6)],
+        brokerDatas=[BrokerData(brokerName="b", brokerAddrs={0: addr})]))
+    transport = _FakeTransport()
+    conn = Connection(None, limits=inst.remoting.limits)
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    inst.remoting._conns[addr] = conn
+    replies = _Replies()
+    done = 0
+
+    def on_done(f: asyncio.Future[object]) -> None:
+        nonlocal done
+        done += 1
+        f.result()
+
+    spent = 0.0
+    clock = time.process_time
+    for _ in range(messages // window):
+        t0 = clock()
+        for _ in range(window):
+            p.send_async(Message("BenchClient", body), callback=on_done)  # type: ignore[arg-type]
+        await asyncio.sleep(0)  # the coalesced writes go out
+        spent += clock() - t0
+        data = replies(b"".join(transport.out))
+        transport.out.clear()
+        t0 = clock()
+        conn.data_received(data)
+        for _ in range(3):
+            await asyncio.sleep(0)  # the futures' callbacks
+        spent += clock() - t0
+    assert done == messages // window * window, done
+    return {"messages": done, "client_us_per_msg": 1e6 * spent / done}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--namesrv", help="host:port of a running NameServer (default: start a broker)")
-    ap.add_argument("--scenario", action="append", choices=["sync", "async", "batch", "consume"])
+    ap.add_argument("--scenario", action="append", choices=["sync", "async", "batch", "consume", "micro"])
     ap.add_argument("--size", type=int, default=128)
     ap.add_argument("--window", type=int, default=64)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--preload", type=int, default=200_000)
+    ap.add_argument("--messages", type=int, default=200_000, help="micro: messages sent")
     args = ap.parse_args()
     try:
         import uvloop
     except ImportError:
         uvloop = None
+    if args.scenario == ["micro"]:
+        coro = run_micro(os.urandom(args.size), args.messages, args.window)
+        r = uvloop.run(coro) if uvloop else asyncio.run(coro)
+        print(f"micro: send_async(), window {args.window}, no broker: {r['messages']:,} messages, "
+              f"client {r['client_us_per_msg']:.2f} us/msg (process_time)", flush=True)
+        return
     print(f"rocketlite client as the load generator; {args.size} B bodies; client and broker on this machine")
     for name in args.scenario or ["sync", "async", "batch", "consume"]:
         label = {"sync": "send(), 1 in flight", "async": f"send_async(), window {args.window}",

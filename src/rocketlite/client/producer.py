@@ -44,6 +44,7 @@ from rocketlite.protocol.bodies import MessageQueue, TopicRouteData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.message_batch import encode_message
+from rocketlite.remoting.pending import next_opaque
 
 log = logging.getLogger(__name__)
 
@@ -438,13 +439,15 @@ class Producer:
             addr = inst.broker_addr(mq.brokerName)
             conn = inst.remoting.cached(addr) if addr is not None else None
             if conn is not None and addr is not None:
-                try:
-                    rf = conn.request_future(self._command(p, mq), self.send_timeout)
-                except Exception as e:  # noqa: BLE001 - reported through the future
-                    self._async_done(p, fut, retries, mq, "", time.monotonic(), None, e)
-                    return
                 started = time.monotonic()
-                rf.add_done_callback(lambda r: self._async_done(p, fut, retries, mq, addr, started, r, None))
+                try:
+                    cmd = self._command(p, mq)
+                    cmd.opaque = opaque = next_opaque()
+                    head, body = cmd.encode_parts()
+                    conn.send_request(head, body, opaque, cmd.code, self.send_timeout,
+                                      _AsyncSend(self, p, fut, retries, mq, addr, started))
+                except Exception as e:  # noqa: BLE001 - reported through the future
+                    self._async_done(p, fut, retries, mq, "", started, None, e)
                 return
         asyncio.get_running_loop().create_task(self._slow_launch(p, fut, retries, last))
 
@@ -504,6 +507,30 @@ class Producer:
                 self._launch(p, fut, self.retry_times_async, None)
         if self._inflight == 0 and not self._backlog and self._idle is not None:
             self._idle.set()
+
+
+class _AsyncSend:
+    """The ``ReplyWaiter`` of one async send attempt."""
+
+    __slots__ = ("addr", "fut", "mq", "p", "producer", "retries", "started")
+
+    def __init__(self, producer: Producer, p: _Prepared, fut: asyncio.Future[SendResult], retries: int,
+                 mq: MessageQueue, addr: str, started: float) -> None:
+        self.producer = producer
+        self.p = p
+        self.fut = fut
+        self.retries = retries
+        self.mq = mq
+        self.addr = addr
+        self.started = started
+
+    def reply_received(self, result: RemotingCommand | BaseException) -> None:
+        if result.__class__ is RemotingCommand:
+            self.producer._async_done(self.p, self.fut, self.retries, self.mq, self.addr, self.started,
+                                      None, None, result)
+        else:
+            self.producer._async_done(self.p, self.fut, self.retries, self.mq, self.addr, self.started,
+                                      None, result)  # type: ignore[arg-type]
 
 
 def _packed_ipv4(ip: str) -> bytes:

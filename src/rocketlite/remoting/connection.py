@@ -4,7 +4,8 @@ client's outgoing ones.
 An ``asyncio.Protocol`` (streams cost several times more per frame here) that feeds received
 bytes to the sans-IO ``FrameDecoder`` and routes each command:
 
-* a response (flag bit 0) completes the future its request is waiting on, found by ``opaque``;
+* a response (flag bit 0) goes to the ``ReplyWaiter`` its request is waiting with, found by
+  ``opaque`` in the connection's ``PendingTable`` (``pending.py``);
 * a request goes to the connection's ``RequestHandler`` (the server's processor table, or a
   client's handler for broker-initiated requests such as NOTIFY_CONSUMER_IDS_CHANGED).
 
@@ -32,17 +33,17 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import itertools
 import logging
 import socket
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol, cast
 
-from rocketlite.common.errors import FormatError, ProtocolError, RemotingError, RemotingTimeoutError
+from rocketlite.common.errors import FormatError, ProtocolError, RemotingError
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.command import FrameDecoder, RemotingCommand
 from rocketlite.remoting.limits import ConnectionLimits, FrameBudget, PeerLog
+from rocketlite.remoting.pending import FutureWaiter, PendingTable, ReplyWaiter, next_opaque
 
 log = logging.getLogger(__name__)
 BAD_FRAMES = PeerLog(log)
@@ -89,8 +90,6 @@ Held = RemotingCommand | ProtocolError | Callable[[], None]
 
 
 class Connection(asyncio.Protocol):
-    _opaques = itertools.count(1)
-
     def __init__(
         self,
         handler: RequestHandler | None = None,
@@ -115,7 +114,7 @@ class Connection(asyncio.Protocol):
         self.peer_ip = "?"
         self.peer_host = b"\x7f\x00\x00\x01"  # packed IPv4 (4 bytes) or IPv6 (16 bytes)
         self.peer_port = 0
-        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._pending = PendingTable()
         self._inflight = 0
         self._inflight_full = False
         self._reading_paused = False
@@ -132,9 +131,6 @@ class Connection(asyncio.Protocol):
         self._out_big = False  # a piece of WRITE_ALONE bytes or more waits in _out
         self._read_end: list[Callable[[], None]] = []  # work to run once the read is handled
         self._flush_scheduled = False
-        # request timeouts: per timeout value, (deadline, opaque, future, code) in sending order
-        self._deadlines: dict[float, collections.deque[
-            tuple[float, int, asyncio.Future[RemotingCommand], int]]] = {}
         self._sweeper: asyncio.TimerHandle | None = None
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
@@ -195,9 +191,7 @@ class Connection(asyncio.Protocol):
                     break
                 if item.__class__ is RemotingCommand:
                     if item.flag & 1:  # a response
-                        fut = self._pending.pop(item.opaque, None)
-                        if fut is not None and not fut.done():
-                            fut.set_result(item)
+                        self._pending.complete(item)
                     else:
                         self._handle_request(item)
                 elif isinstance(item, ProtocolError):
@@ -269,12 +263,8 @@ class Connection(asyncio.Protocol):
         if self._sweeper is not None:
             self._sweeper.cancel()
             self._sweeper = None
-        self._deadlines.clear()
         err = RemotingError(f"connection to {self.peer} closed" + (f": {exc}" if exc else ""))
-        pending, self._pending = self._pending, {}
-        for fut in pending.values():
-            if not fut.done():
-                fut.set_exception(err)
+        self._pending.fail_all(err)
         if self._can_write is not None:
             self._can_write.set()
         if self._closed_fut is not None and not self._closed_fut.done():
@@ -472,51 +462,56 @@ class Connection(asyncio.Protocol):
 
     def request_future(self, cmd: RemotingCommand, timeout: float) -> asyncio.Future[RemotingCommand]:
         """Send a request now; the future gets its response, or ``RemotingTimeoutError`` once
-        ``timeout`` seconds have passed (checked every ``TIMEOUT_SWEEP`` s), or ``RemotingError``
-        if the connection closes first. No task and no timer per request: the deadline joins a
-        FIFO of requests with the same timeout, which one periodic sweep walks."""
-        if not self.is_open:
-            raise RemotingError(f"connection to {self.peer} is closed")
-        pending = self._pending
-        if len(pending) >= self.max_pending:
-            raise RemotingError(f"{len(pending)} requests to {self.peer} already wait")
-        loop = asyncio.get_running_loop()
-        opaque = cmd.opaque = next(self._opaques) & 0x7FFFFFFF
-        fut: asyncio.Future[RemotingCommand] = loop.create_future()
-        pending[opaque] = fut
-        fifo = self._deadlines.get(timeout)
-        if fifo is None:
-            fifo = self._deadlines[timeout] = collections.deque()
-        fifo.append((loop.time() + timeout, opaque, fut, cmd.code))
-        if len(fifo) > 2 * len(pending) + 1024:  # answered requests pile up: keep the waiting ones
-            for e in fifo:
-                if e[2].cancelled():
-                    pending.pop(e[1], None)
-            self._deadlines[timeout] = collections.deque(e for e in fifo if not e[2].done())
-        if self._sweeper is None:
-            self._sweeper = loop.call_later(TIMEOUT_SWEEP, self._sweep)
+        ``timeout`` seconds have passed, or ``RemotingError`` if the connection closes first."""
+        fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        opaque = cmd.opaque = next_opaque()
+        self._wait(opaque, FutureWaiter(fut), timeout, cmd.code)
         self.send(cmd)
         return fut
 
+    def send_request(self, head: bytes, body: bytes, opaque: int, code: int, timeout: float,
+                     waiter: ReplyWaiter) -> None:
+        """Send an encoded request (``head``: length field, header length and header; ``body``
+        may be empty) whose header says ``opaque`` (from ``next_opaque()``): ``waiter`` gets the
+        reply, or ``RemotingTimeoutError`` once ``timeout`` seconds have passed (checked every
+        ``TIMEOUT_SWEEP`` s), or ``RemotingError`` if the connection closes first. No future, no
+        task and no timer per request: the deadline joins the FIFO of the requests with the same
+        timeout, which one periodic sweep walks. Raises ``RemotingError`` (and sends nothing)
+        when the connection is closed or ``max_pending`` requests already wait."""
+        self._wait(opaque, waiter, timeout, code)
+        out = self._out
+        out.append(head)
+        if body:
+            out.append(body)
+        if len(out) >= COALESCE_MAX:
+            self._flush_out()
+        else:
+            self._schedule_flush()
+
+    def _wait(self, opaque: int, waiter: ReplyWaiter, timeout: float, code: int) -> None:
+        if not self.is_open:
+            raise RemotingError(f"connection to {self.peer} is closed")
+        pending = self._pending
+        if len(pending.waiters) >= self.max_pending:
+            raise RemotingError(f"{len(pending.waiters)} requests to {self.peer} already wait")
+        pending.add(opaque, waiter, timeout, _now(), code)
+        if self._sweeper is None:
+            self._sweeper = asyncio.get_running_loop().call_later(TIMEOUT_SWEEP, self._sweep)
+
+    @property
+    def _deadlines(self) -> dict[float, collections.deque[tuple[float, int, int]]]:
+        """The pending table's deadline FIFOs, per timeout value (tests check they empty)."""
+        return self._pending.fifos
+
     def _sweep(self) -> None:
-        """Fail the requests whose deadline passed; drop answered ones from the FIFOs' heads."""
+        """Fail the requests whose deadline passed; drop answered ones from the FIFOs' fronts."""
         self._sweeper = None
-        now = asyncio.get_running_loop().time()
-        for timeout, fifo in list(self._deadlines.items()):
-            while fifo and (fifo[0][0] <= now or fifo[0][2].done()):
-                _, opaque, fut, code = fifo.popleft()
-                self._pending.pop(opaque, None)  # answered (already gone), cancelled or expired
-                if not fut.done():
-                    fut.set_exception(RemotingTimeoutError(
-                        f"no response from {self.peer} to request {code} within {timeout:.3f} s"))
-            if not fifo:
-                del self._deadlines[timeout]
-        if self._deadlines:
+        if self._pending.sweep(_now(), self.peer):
             self._sweeper = asyncio.get_running_loop().call_later(TIMEOUT_SWEEP, self._sweep)
 
     def send_oneway(self, cmd: RemotingCommand) -> None:
         cmd.flag |= 0x2
-        cmd.opaque = next(self._opaques) & 0x7FFFFFFF
+        cmd.opaque = next_opaque()
         self.send(cmd)
 
     def close(self) -> None:

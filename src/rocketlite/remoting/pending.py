@@ -1,0 +1,110 @@
+"""Our requests that wait for their replies, on one connection: no future and no timer each.
+
+A request is sent with a ``ReplyWaiter``, an object whose ``reply_received`` is called exactly
+once, with the reply (a ``RemotingCommand``) or the error that ends the wait
+(``RemotingTimeoutError``, or ``RemotingError`` when the connection closes). ``PendingTable``
+keeps the waiters by opaque and the deadlines per distinct timeout value: one FIFO per timeout, in
+sending order, so the deadlines of a FIFO are in order and a sweep only looks at their fronts.
+An answered request stays in its FIFO until a sweep finds it at the front (gone from the table);
+requests are answered roughly in order, so that happens within a sweep or two.
+
+``FutureWaiter`` adapts an ``asyncio.Future`` for callers that want one (``request_future``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+from typing import Protocol
+
+from rocketlite.common.errors import RemotingTimeoutError
+from rocketlite.protocol.command import RemotingCommand
+
+__all__ = ["FutureWaiter", "PendingTable", "ReplyWaiter", "next_opaque"]
+
+_opaques = itertools.count(1)
+
+
+def next_opaque() -> int:
+    """The opaque of our next request (or oneway): positive int32, unique in this process until
+    the counter wraps after 2^31 requests."""
+    return next(_opaques) & 0x7FFFFFFF
+
+
+class ReplyWaiter(Protocol):
+    def reply_received(self, result: RemotingCommand | BaseException) -> None:
+        """The reply to the request, or why none will come; called once."""
+
+
+class FutureWaiter:
+    """A ``ReplyWaiter`` that completes a future (unless it is already done: cancelled)."""
+
+    __slots__ = ("fut",)
+
+    def __init__(self, fut: asyncio.Future[RemotingCommand]) -> None:
+        self.fut = fut
+
+    def reply_received(self, result: RemotingCommand | BaseException) -> None:
+        fut = self.fut
+        if fut.done():
+            return
+        if result.__class__ is RemotingCommand:
+            fut.set_result(result)
+        else:
+            fut.set_exception(result)  # type: ignore[arg-type]
+
+
+class PendingTable:
+    """Waiters by opaque, and their deadlines per timeout value (see the module docstring)."""
+
+    __slots__ = ("fifos", "waiters")
+
+    def __init__(self) -> None:
+        self.waiters: dict[int, ReplyWaiter] = {}
+        # per timeout value: (deadline, opaque, request code), in sending order
+        self.fifos: dict[float, collections.deque[tuple[float, int, int]]] = {}
+
+    def __len__(self) -> int:
+        return len(self.waiters)
+
+    def add(self, opaque: int, waiter: ReplyWaiter, timeout: float, now: float, code: int) -> None:
+        self.waiters[opaque] = waiter
+        fifo = self.fifos.get(timeout)
+        if fifo is None:
+            fifo = self.fifos[timeout] = collections.deque()
+        fifo.append((now + timeout, opaque, code))
+
+    def complete(self, reply: RemotingCommand) -> None:
+        """Hand ``reply`` to its waiter, if one still waits for it."""
+        waiter = self.waiters.pop(reply.opaque, None)
+        if waiter is not None:
+            waiter.reply_received(reply)
+
+    def sweep(self, now: float, peer: str) -> bool:
+        """Fail the requests whose deadline passed, drop answered ones from the FIFOs' fronts;
+        True while some deadline is left to watch."""
+        waiters = self.waiters
+        fifos = self.fifos
+        for timeout, fifo in list(fifos.items()):
+            while fifo:
+                deadline, opaque, code = fifo[0]
+                if opaque in waiters:
+                    if deadline > now:
+                        break
+                    waiter = waiters.pop(opaque)
+                    fifo.popleft()
+                    waiter.reply_received(RemotingTimeoutError(
+                        f"no response from {peer} to request {code} within {timeout:.3f} s"))
+                else:
+                    fifo.popleft()
+            if not fifo:
+                del fifos[timeout]
+        return bool(fifos)
+
+    def fail_all(self, err: BaseException) -> None:
+        """The connection closed: every waiter gets ``err``."""
+        waiters, self.waiters = self.waiters, {}
+        self.fifos.clear()
+        for waiter in waiters.values():
+            waiter.reply_received(err)

@@ -32,6 +32,7 @@ import lz4.frame
 import zstandard
 
 from rocketlite.client.errors import MQClientError
+from rocketlite.client.send_codec import uniq_key
 from rocketlite.common import native
 from rocketlite.common.errors import CorruptRecordError
 from rocketlite.formats import properties as props
@@ -444,8 +445,6 @@ def decompress(body: bytes, sys_flag: int, max_size: int = 64 * 1024 * 1024) -> 
 
 # ---------------------------------------------------------------------------------------- UNIQ_KEY
 
-_UNIQ_TAIL = struct.Struct(">IH")
-
 
 class UniqKeyGenerator:
     """``MessageClientIDSetter``: a fixed prefix (IP, pid, a random int) + time since the start of
@@ -472,9 +471,7 @@ class UniqKeyGenerator:
         now_ms = time.time() * 1000
         if now_ms >= self._next_month_ms:
             self._roll_month(now_ms)
-        since = int(now_ms - self._month_start_ms) & 0xFFFFFFFF
-        tail = _UNIQ_TAIL.pack(since, next(self._counter) & 0xFFFF)
-        return self._prefix + tail.hex().upper()
+        return uniq_key(self._prefix, int(now_ms - self._month_start_ms), next(self._counter))
 
     def many(self, n: int) -> list[str]:
         return [self.next() for _ in range(n)]

@@ -11,7 +11,10 @@ A topic the NameServers do not know is sent through the route of ``create_topic_
 with at most ``default_topic_queue_nums`` queues, so a broker with autoCreateTopicEnable creates it.
 
 ``send_async`` needs no coroutine at the call site: it returns a future at once and keeps at most
-``async_window`` requests in flight, queueing up to ``async_backlog`` more.
+``async_window`` requests in flight, queueing up to ``async_backlog`` more. Its requests are built
+without the generic codec: a ROCKETMQ binary SEND_MESSAGE_V2 frame from the template of the
+(topic, queue) lane (``send_codec.SendFrame``, byte-identical to the generic encoding), sent with a
+``ReplyWaiter`` (``_AsyncSend``) rather than a future; its reply's header is read by ``send_reply``.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from rocketlite.client.message import (
     compression_flag,
 )
 from rocketlite.client.route import TopicPublishInfo, publish_info
+from rocketlite.client.send_codec import SendFrame, SendFramePy, send_reply
 from rocketlite.formats import properties as props
 from rocketlite.formats.javahash import java_string_hash
 from rocketlite.protocol.bodies import MessageQueue, TopicRouteData
@@ -104,6 +108,7 @@ class _Prepared:
     flag: int
     uniq_key: str
     batch: bool = False
+    wire: bytes = b""  # the UTF-8 of ``properties``, for the send frames
 
 
 class Producer:
@@ -146,6 +151,7 @@ class Producer:
         self.async_backlog = async_backlog
         self.instance: ClientInstance | None = None
         self._infos: dict[str, TopicPublishInfo] = {}
+        self._lanes: dict[str, _Lanes] = {}
         self._uniq = UniqKeyGenerator()
         self._inflight = 0
         self._backlog: collections.deque[tuple[_Prepared, asyncio.Future[SendResult]]] = collections.deque()
@@ -263,7 +269,14 @@ class Producer:
         if len(body) >= self.compress_over:
             body = compress(body, self.compression, self.compress_level)
             sys_flag |= compression_flag(self.compression)
-        return _Prepared(msg.topic, body, props.encode_properties(wire), sys_flag, msg.flag, uniq)
+        text = props.encode_properties(wire)
+        try:
+            utf8 = text.encode()
+        except UnicodeEncodeError as e:
+            raise MQClientError(f"message properties are not encodable as UTF-8: {e}") from None
+        if not -0x80000000 <= msg.flag <= 0x7FFFFFFF:
+            raise MQClientError(f"message flag {msg.flag} does not fit Java's int")
+        return _Prepared(msg.topic, body, text, sys_flag, msg.flag, uniq, False, utf8)
 
     def _prepare_batch(self, msgs: Sequence[Message]) -> _Prepared:
         if not msgs:
@@ -306,17 +319,13 @@ class Producer:
         status = _STATUS_BY_CODE.get(reply.code)  # type: ignore[call-overload]
         if status is None:
             raise MQBrokerError(reply.code, reply.remark, addr)
-        ext = reply.ext_fields
-        try:  # SendMessageResponseHeader's fields, read directly: once per message
-            msg_id = ext["msgId"]
-            queue_id = int(ext["queueId"])
-            queue_offset = int(ext["queueOffset"])
-        except (KeyError, ValueError) as e:
-            raise MQClientError(f"the send reply from {addr} is malformed: {e!r} in {ext}") from e
+        header = send_reply(reply.ext_fields)  # SendMessageResponseHeader's fields, read directly
+        if header is None:
+            raise MQClientError(f"the send reply from {addr} is malformed: {reply.ext_fields}")
+        msg_id, queue_id, queue_offset, transaction_id, region_id = header
         if queue_id != mq.queueId:
             mq = MessageQueue(mq.topic, mq.brokerName, queue_id)
-        return SendResult(status, p.uniq_key, msg_id, mq, queue_offset, ext.get("transactionId"),
-                          ext.get("MSG_REGION"))
+        return SendResult(status, p.uniq_key, msg_id, mq, queue_offset, transaction_id, region_id)
 
     # -- sync -----------------------------------------------------------------------------------
 
@@ -385,6 +394,13 @@ class Producer:
         raise MQClientError(f"send to {p.topic!r} failed after {len(errors)} attempt(s) in {budget:.1f} s: "
                             + ("; ".join(errors) or "timed out"))
 
+    def _new_lanes(self, info: TopicPublishInfo) -> _Lanes:
+        if len(self._lanes) >= 4096:
+            self._lanes.clear()
+        lanes = self._lanes[info.topic] = _Lanes(info)
+        lanes.frames = [lanes.frame(self, mq) for mq in info.queues]
+        return lanes
+
     def _fault(self, broker: str, started: float, *, isolation: bool) -> None:
         if self.fault is not None:
             self.fault.update(broker, int((time.monotonic() - started) * 1000), isolation)
@@ -434,17 +450,26 @@ class Producer:
             self._idle.clear()
         inst = self._instance()
         info = self._infos.get(p.topic)
-        if info is not None:
-            mq = select_queue(info, last, self.fault)
+        if info is not None and not p.batch:
+            lanes = self._lanes.get(p.topic)
+            if lanes is None or lanes.info is not info:
+                lanes = self._new_lanes(info)
+            if last is None and self.fault is None and lanes.frames:  # select_one's round robin
+                i = info.next_index() % len(lanes.frames)
+                mq = info.queues[i]
+                frame = lanes.frames[i]
+            else:
+                mq = select_queue(info, last, self.fault)
+                frame = lanes.frame(self, mq)
             addr = inst.broker_addr(mq.brokerName)
             conn = inst.remoting.cached(addr) if addr is not None else None
             if conn is not None and addr is not None:
                 started = time.monotonic()
                 try:
-                    cmd = self._command(p, mq)
-                    cmd.opaque = opaque = next_opaque()
-                    head, body = cmd.encode_parts()
-                    conn.send_request(head, body, opaque, cmd.code, self.send_timeout,
+                    opaque = next_opaque()
+                    data = frame.frame(opaque, p.sys_flag, time.time_ns() // 1_000_000, p.flag, p.wire,
+                                       p.body)
+                    conn.send_request(data, b"", opaque, _SEND_V2, self.send_timeout,
                                       _AsyncSend(self, p, fut, retries, mq, addr, started))
                 except Exception as e:  # noqa: BLE001 - reported through the future
                     self._async_done(p, fut, retries, mq, "", started, None, e)
@@ -507,6 +532,33 @@ class Producer:
                 self._launch(p, fut, self.retry_times_async, None)
         if self._inflight == 0 and not self._backlog and self._idle is not None:
             self._idle.set()
+
+
+_SEND_V2 = int(RequestCode.SEND_MESSAGE_V2)
+
+
+class _Lanes:
+    """A topic's send frame templates (``SendFrame``), made once per ``TopicPublishInfo`` (so
+    again when a route update replaces it): ``frames[i]`` is the template of ``info.queues[i]``;
+    ``frame`` finds or makes one for a queue picked another way (a retry, fault avoidance)."""
+
+    __slots__ = ("by_queue", "frames", "info")
+
+    def __init__(self, info: TopicPublishInfo) -> None:
+        self.info = info
+        self.frames: list[SendFramePy] = []
+        self.by_queue: dict[tuple[str, int], SendFramePy] = {}
+
+    def frame(self, producer: Producer, mq: MessageQueue) -> SendFramePy:
+        key = (mq.brokerName, mq.queueId)
+        frame = self.by_queue.get(key)
+        if frame is None:
+            if len(self.by_queue) >= 4096:
+                self.by_queue.clear()
+            frame = self.by_queue[key] = SendFrame(
+                producer.group, mq.topic, producer.create_topic_key, producer.default_topic_queue_nums,
+                mq.queueId, mq.brokerName, False)
+        return frame
 
 
 class _AsyncSend:

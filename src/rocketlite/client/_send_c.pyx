@@ -1,0 +1,175 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Compiled twin of ``rocketlite.client.send_codec``: ``SendFrame`` (a lane's SEND frames, written
+into one ``bytes`` with memcpy), ``send_reply`` (a SEND reply's header fields) and ``uniq_key``
+(``MessageClientIDSetter``'s id). Same signatures and results as the pure ``SendFramePy``,
+``send_reply_py`` and ``uniq_key_py`` (``tests/unit/native/test_send_twin.py``); the layout is
+documented there."""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.dict cimport PyDict_GetItem
+from cpython.object cimport PyObject
+from cpython.unicode cimport PyUnicode_FromStringAndSize
+from libc.stdint cimport int64_t, uint32_t, uint64_t
+from libc.string cimport memcpy
+
+from rocketlite.common.errors import ProtocolError
+from rocketlite.protocol.codes import CURRENT_VERSION, LanguageCode, RequestCode
+
+cdef int _PYTHON = int(LanguageCode.PYTHON)
+cdef int _VERSION = CURRENT_VERSION
+cdef int _SEND_V2 = int(RequestCode.SEND_MESSAGE_V2)
+cdef int _SEND_BATCH = int(RequestCode.SEND_BATCH_MESSAGE)
+cdef const char* _HEX = b"0123456789ABCDEF"
+
+
+cdef bytes _entry(str key, str value):
+    cdef bytes kb = key.encode(), vb = value.encode()
+    return (len(kb)).to_bytes(2, "big", signed=True) + kb + (len(vb)).to_bytes(4, "big", signed=True) + vb
+
+
+cdef inline void _put32(unsigned char* p, uint32_t v) noexcept nogil:
+    p[0] = (v >> 24) & 0xFF
+    p[1] = (v >> 16) & 0xFF
+    p[2] = (v >> 8) & 0xFF
+    p[3] = v & 0xFF
+
+
+cdef inline Py_ssize_t _digits(int64_t v, char* out) noexcept nogil:
+    """``v`` in decimal into ``out`` (20 bytes at least); returns the length."""
+    cdef char tmp[20]
+    cdef Py_ssize_t n = 0, i, k = 0
+    cdef uint64_t u
+    if v < 0:
+        u = <uint64_t>0 - <uint64_t>v
+    else:
+        u = <uint64_t>v
+    while True:
+        tmp[n] = <char>(48 + u % 10)
+        n += 1
+        u //= 10
+        if u == 0:
+            break
+    if v < 0:
+        out[0] = 45
+        k = 1
+    for i in range(n):
+        out[k + i] = tmp[n - 1 - i]
+    return k + n
+
+
+cdef inline unsigned char* _var(unsigned char* p, char key, const char* v, Py_ssize_t n) noexcept nogil:
+    p[0] = 0
+    p[1] = 1
+    p[2] = <unsigned char>key
+    _put32(p + 3, <uint32_t>n)
+    memcpy(p + 7, v, n)
+    return p + 7 + n
+
+
+cdef class SendFrame:
+    cdef int code
+    cdef bytes prefix, suffix
+
+    def __init__(self, str group, str topic, str create_topic_key, int default_queue_nums,
+                 int queue_id, str broker_name, bint batch):
+        self.code = _SEND_BATCH if batch else _SEND_V2
+        self.prefix = b"".join((
+            _entry("a", group), _entry("b", topic), _entry("c", create_topic_key),
+            _entry("d", str(default_queue_nums)), _entry("e", str(queue_id))))
+        self.suffix = b"".join((
+            _entry("j", "0"), _entry("k", "false"), _entry("m", "true" if batch else "false"),
+            _entry("n", broker_name)))
+
+    def frame(self, int opaque, int64_t sys_flag, int64_t born_ms, int64_t flag, bytes properties,
+              bytes body):
+        cdef char f[21]
+        cdef char g[21]
+        cdef char h[21]
+        cdef Py_ssize_t fn = _digits(sys_flag, f), gn = _digits(born_ms, g), hn = _digits(flag, h)
+        cdef Py_ssize_t pn = PyBytes_GET_SIZE(self.prefix), sn = PyBytes_GET_SIZE(self.suffix)
+        cdef Py_ssize_t in_ = PyBytes_GET_SIZE(properties), bn = PyBytes_GET_SIZE(body)
+        cdef Py_ssize_t ext_len = pn + sn + 28 + fn + gn + hn + in_
+        cdef Py_ssize_t hlen = 21 + ext_len
+        if hlen > 0xFFFFFF:
+            raise ProtocolError(f"header of {hlen} bytes does not fit the 24-bit header length")
+        cdef Py_ssize_t length = 4 + hlen + bn
+        if length > 0x7FFFFFFF:
+            raise ProtocolError(f"frame of {length} bytes does not fit the int32 length")
+        cdef bytes out = PyBytes_FromStringAndSize(NULL, 4 + length)
+        cdef unsigned char* p = <unsigned char*>PyBytes_AS_STRING(out)
+        _put32(p, <uint32_t>length)
+        _put32(p + 4, <uint32_t>((1 << 24) | hlen))
+        p[8] = (self.code >> 8) & 0xFF
+        p[9] = self.code & 0xFF
+        p[10] = <unsigned char>_PYTHON
+        p[11] = (_VERSION >> 8) & 0xFF
+        p[12] = _VERSION & 0xFF
+        _put32(p + 13, <uint32_t>opaque)
+        _put32(p + 17, 0)
+        _put32(p + 21, 0)
+        _put32(p + 25, <uint32_t>ext_len)
+        p += 29
+        memcpy(p, PyBytes_AS_STRING(self.prefix), pn)
+        p += pn
+        p = _var(p, 102, f, fn)
+        p = _var(p, 103, g, gn)
+        p = _var(p, 104, h, hn)
+        p = _var(p, 105, PyBytes_AS_STRING(properties), in_)
+        memcpy(p, PyBytes_AS_STRING(self.suffix), sn)
+        p += sn
+        memcpy(p, PyBytes_AS_STRING(body), bn)
+        return out
+
+
+cdef object _parse_int(PyObject* raw, int bits):
+    """Java's ``Integer/Long.parseInt`` of ASCII decimal (an optional sign, 1-19 digits), or None."""
+    if raw == NULL or type(<object>raw) is not str:
+        return None
+    cdef str s = <str>raw
+    cdef Py_ssize_t n = len(s), i = 0
+    cdef bint neg = False
+    cdef uint64_t v = 0
+    cdef Py_UCS4 c
+    cdef uint32_t d
+    if n and (s[0] == u"-" or s[0] == u"+"):
+        neg = s[0] == u"-"
+        i = 1
+    if n - i < 1 or n - i > 19:
+        return None
+    while i < n:
+        c = s[i]
+        d = <uint32_t>c
+        if d < 48 or d > 57:
+            return None
+        v = v * 10 + (d - 48)
+        i += 1
+    if neg:
+        if v > (<uint64_t>1 << bits):
+            return None
+        return -<object>v
+    if v >= (<uint64_t>1 << bits):
+        return None
+    return <object>v
+
+
+def send_reply(dict ext):
+    cdef PyObject* msg_id = PyDict_GetItem(ext, "msgId")
+    if msg_id == NULL:
+        return None
+    queue_id = _parse_int(PyDict_GetItem(ext, "queueId"), 31)
+    queue_offset = _parse_int(PyDict_GetItem(ext, "queueOffset"), 63)
+    if queue_id is None or queue_offset is None:
+        return None
+    return (<object>msg_id, queue_id, queue_offset, ext.get("transactionId"), ext.get("MSG_REGION"))
+
+
+def uniq_key(str prefix, long long since, long long counter):
+    cdef char tail[12]
+    cdef uint32_t t = <uint32_t>(<uint64_t>since & 0xFFFFFFFF)
+    cdef uint32_t c = <uint32_t>(<uint64_t>counter & 0xFFFF)
+    cdef int i
+    for i in range(8):
+        tail[i] = _HEX[(t >> (28 - 4 * i)) & 0xF]
+    for i in range(4):
+        tail[8 + i] = _HEX[(c >> (12 - 4 * i)) & 0xF]
+    return prefix + PyUnicode_FromStringAndSize(tail, 12)

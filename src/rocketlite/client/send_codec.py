@@ -1,0 +1,139 @@
+"""The producer's send frames and send replies without the generic command codec.
+
+``SendFrame`` is the template of one (topic, queue) lane: a SEND_MESSAGE_V2 (or SEND_BATCH_MESSAGE)
+request with a ROCKETMQ binary header (the layout in ``protocol/command.py``) whose ext fields are
+``SendMessageRequestHeaderV2``'s one-letter names in the order the producer has always written them::
+
+    a group, b topic, c create-topic key, d default queue count, e queue id,   -- fixed
+    f sysFlag, g bornTimestamp, h flag, i properties,                          -- per message
+    j reconsumeTimes (0), k unitMode (false), m batch, n broker name           -- fixed
+
+The fixed entries are encoded once; ``frame`` writes the length field, the header length with the
+serialize type, the fixed 13 bytes, the varying entries and the body into one ``bytes``, equal byte
+for byte to ``RemotingCommand.encode()`` of the same command (checked by a hypothesis test).
+
+``send_reply`` reads a SEND reply's ``SendMessageResponseHeader`` (msgId, queueId, queueOffset,
+transactionId, MSG_REGION) straight from the reply's ext fields: ``None`` for a malformed one.
+
+``uniq_key`` spells ``MessageClientIDSetter``'s id: the fixed hex prefix, then the time field (low
+32 bits) and the counter (low 16 bits) in upper-case hex.
+
+Each has a compiled twin in ``_send_c.pyx`` (same signatures, same results:
+``tests/unit/native/test_send_twin.py``); ``SendFrame``, ``send_reply`` and ``uniq_key`` below are
+the ones that run (compiled unless ``ROCKETLITE_PURE``).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Final
+
+from rocketlite.common import native
+from rocketlite.common.errors import ProtocolError
+from rocketlite.protocol.codes import CURRENT_VERSION, LanguageCode, RequestCode
+
+__all__ = ["SendFrame", "SendFramePy", "send_reply", "send_reply_py", "uniq_key", "uniq_key_py"]
+
+_HEAD: Final = struct.Struct(">iIhbhiiii")
+"""length, oriHeaderLen, code, language, version, opaque, flag, remarkLen, extLen."""
+_HEAD_SIZE: Final = 29
+_ENTRY: Final = struct.Struct(">h")
+_I32: Final = struct.Struct(">i")
+_ROCKETMQ: Final = 1 << 24
+_HEADER_LEN_MAX: Final = 0xFFFFFF
+_INT32_MAX: Final = 0x7FFFFFFF
+_I64_MIN: Final = -(1 << 63)
+_I64_MAX: Final = (1 << 63) - 1
+_PYTHON: Final = int(LanguageCode.PYTHON)
+_F: Final = b"\x00\x01f"
+_G: Final = b"\x00\x01g"
+_H: Final = b"\x00\x01h"
+_I: Final = b"\x00\x01i"
+
+
+def _entry(key: str, value: str) -> bytes:
+    kb = key.encode()
+    vb = value.encode()
+    return _ENTRY.pack(len(kb)) + kb + _I32.pack(len(vb)) + vb
+
+
+def _decimal(v: int) -> bytes:
+    if not _I64_MIN <= v <= _I64_MAX:
+        raise OverflowError(f"{v} does not fit an int64")
+    return b"%d" % v
+
+
+class SendFramePy:
+    """The frames of one lane (see the module docstring). ``properties`` is the UTF-8 of the
+    message's property string, UNIQ_KEY included."""
+
+    __slots__ = ("_code", "_prefix", "_suffix")
+
+    def __init__(self, group: str, topic: str, create_topic_key: str, default_queue_nums: int,
+                 queue_id: int, broker_name: str, batch: bool) -> None:
+        self._code = int(RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2)
+        self._prefix = b"".join((
+            _entry("a", group), _entry("b", topic), _entry("c", create_topic_key),
+            _entry("d", str(default_queue_nums)), _entry("e", str(queue_id))))
+        self._suffix = b"".join((
+            _entry("j", "0"), _entry("k", "false"), _entry("m", "true" if batch else "false"),
+            _entry("n", broker_name)))
+
+    def frame(self, opaque: int, sys_flag: int, born_ms: int, flag: int, properties: bytes,
+              body: bytes) -> bytes:
+        f = _decimal(sys_flag)
+        g = _decimal(born_ms)
+        h = _decimal(flag)
+        prefix = self._prefix
+        suffix = self._suffix
+        ext_len = len(prefix) + len(suffix) + 4 * 7 + len(f) + len(g) + len(h) + len(properties)
+        hlen = 21 + ext_len
+        if hlen > _HEADER_LEN_MAX:
+            raise ProtocolError(f"header of {hlen} bytes does not fit the 24-bit header length")
+        length = 4 + hlen + len(body)
+        if length > _INT32_MAX:
+            raise ProtocolError(f"frame of {length} bytes does not fit the int32 length")
+        pack = _I32.pack
+        return b"".join((
+            _HEAD.pack(length, _ROCKETMQ | hlen, self._code, _PYTHON, CURRENT_VERSION, opaque, 0, 0,
+                       ext_len),
+            prefix, _F, pack(len(f)), f, _G, pack(len(g)), g, _H, pack(len(h)), h,
+            _I, pack(len(properties)), properties, suffix, body))
+
+
+def send_reply_py(ext: dict[str, str]) -> tuple[str, int, int, str | None, str | None] | None:
+    """(msgId, queueId, queueOffset, transactionId, MSG_REGION) of a SEND reply's ext fields;
+    None when msgId is missing or queueId/queueOffset are not decimal int32/int64."""
+    msg_id = ext.get("msgId")
+    queue_id = _parse_int(ext.get("queueId"), 31)
+    queue_offset = _parse_int(ext.get("queueOffset"), 63)
+    if msg_id is None or queue_id is None or queue_offset is None:
+        return None
+    return msg_id, queue_id, queue_offset, ext.get("transactionId"), ext.get("MSG_REGION")
+
+
+def _parse_int(s: str | None, bits: int) -> int | None:
+    """Java's ``Integer/Long.parseInt`` of ASCII decimal: an optional sign, then 1+ digits."""
+    if s is None:
+        return None
+    digits = s[1:] if s[:1] in ("-", "+") else s
+    if not digits or not digits.isascii() or not digits.isdigit() or len(digits) > 19:
+        return None
+    v = int(s)
+    if not -(1 << bits) <= v < (1 << bits):
+        return None
+    return v
+
+
+def uniq_key_py(prefix: str, since: int, counter: int) -> str:
+    return f"{prefix}{since & 0xFFFFFFFF:08X}{counter & 0xFFFF:04X}"
+
+
+SendFrame: type[SendFramePy] = SendFramePy
+send_reply = send_reply_py
+uniq_key = uniq_key_py
+_c = native.load("rocketlite.client._send_c")
+if _c is not None:
+    SendFrame = _c.SendFrame
+    send_reply = _c.send_reply
+    uniq_key = _c.uniq_key

@@ -165,3 +165,31 @@ async def test_not_started_and_no_nameserver_are_clear_errors() -> None:
             await p.send(Message("T", b"x"))
     finally:
         await p.shutdown()
+
+
+async def test_the_async_binary_frame_is_stored_as_the_generic_one(cluster: Cluster) -> None:
+    """send_async's template frames (ROCKETMQ binary header, send_codec.SendFrame) and send's
+    generic JSON command carry the same header: the broker stores the same record fields."""
+    def message(i: int) -> Message:
+        return Message("TWire", b"\xe9body" * (1 + i * 700), tags="TagW", keys=["k1", "k\u00e92"],
+                       properties={"a": "1", "\u00fc": "\u20ac x"}, flag=-7, wait_store_msg_ok=False)
+
+    async with Producer("PGW", namesrv_addr=cluster.ns_addr, compress_over=2000) as p:
+        generic = [await p.send(message(i), (await p.publish_queues("TWire"))[1]) for i in range(2)]
+        fast = await asyncio.gather(*(p.send_async(message(i)) for i in range(2)))
+        assert "TWire" in p._lanes  # the template path sent them
+    by_key = {m.uniq_key: m for m in await stored(cluster, "TWire")}
+    assert len(by_key) == 4
+    for i, (g, f) in enumerate(zip(generic, fast, strict=True)):
+        mg, mf = by_key[g.msg_id], by_key[f.msg_id]
+        assert (mf.queue_id, mf.queue_offset, mf.offset_msg_id) == (f.queue.queueId, f.queue_offset,
+                                                                  f.offset_msg_id)
+        assert mf.body == mg.body == message(i).body
+        assert (mf.sys_flag, mf.flag, mf.tags, mf.keys) == (mg.sys_flag, mg.flag, "TagW", ["k1", "k\u00e92"])
+        assert mf.flag == -7 and bool(mf.sys_flag & SYSFLAG_COMPRESSED) == (i == 1)
+        assert abs(mf.born_timestamp - mg.born_timestamp) < 60_000
+        fprops = {k: v for k, v in mf.properties.items() if k not in ("UNIQ_KEY", "CLUSTER")}
+        gprops = {k: v for k, v in mg.properties.items() if k not in ("UNIQ_KEY", "CLUSTER")}
+        assert fprops == gprops and fprops["a"] == "1" and fprops["\u00fc"] == "\u20ac x"
+        assert fprops["WAIT"] == "false"
+        assert mf.properties["UNIQ_KEY"] == f.msg_id

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rocketlite.client.errors import MQClientError
-from rocketlite.client.producer import Producer, SendStatus, _Prepared
+from rocketlite.client.producer import Producer, SendStatus, _Lanes, _Prepared
 from rocketlite.protocol.bodies import MessageQueue
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
@@ -61,3 +61,20 @@ def test_a_malformed_send_reply_is_a_client_error(ext: dict[str, str]) -> None:
     producer = Producer("g")
     with pytest.raises(MQClientError, match="malformed"):
         producer._result(_reply(ext), _Prepared("T", b"x", "", 0, 0, "U"), MessageQueue("T", "b", 0), "addr")
+
+
+@given(group=names, topic=names, broker=names, queue_id=st.integers(0, 1023),
+       sys_flag=st.integers(0, 0x7FFF), flag=st.integers(-(2**31), 2**31 - 1),
+       props=st.text(st.characters(blacklist_categories=("Cs",)), max_size=50), nums=st.integers(1, 64),
+       opaque=st.integers(1, 2**31 - 1))
+def test_async_frame_is_the_send_command_in_rocketmq_encoding(
+        group: str, topic: str, broker: str, queue_id: int, sys_flag: int, flag: int, props: str,
+        nums: int, opaque: int) -> None:
+    producer = Producer(group, default_topic_queue_nums=nums)
+    mq = MessageQueue(topic, broker, queue_id)
+    p = _Prepared(topic, b"body", props, sys_flag, flag, "UNIQ", False, props.encode())
+    frame = _Lanes(None).frame(producer, mq)  # type: ignore[arg-type]
+    cmd = producer._command(p, mq)
+    cmd.opaque = opaque
+    cmd.serialize_type = 1
+    assert frame.frame(opaque, sys_flag, int(cmd.ext_fields["g"]), flag, p.wire, p.body) == cmd.encode()

@@ -99,6 +99,9 @@ class Message:
     def wire_properties(self) -> dict[str, str]:
         """The property map sent to the broker (without UNIQ_KEY, which the producer adds)."""
         out: dict[str, str] = {}
+        if (not self.tags and not self.keys and not self.properties and self.wait_store_msg_ok
+                and self.delay_level <= 0 and self.deliver_time_ms is None):
+            return out  # a plain message: nothing to check
         if self.tags:
             out[props.TAGS] = self.tags
         keys = self.key_list()

@@ -250,12 +250,15 @@ class Producer:
                 self._valid_topics.clear()
             self._valid_topics.add(topic)
         body = msg.body
-        if not isinstance(body, bytes | bytearray | memoryview):
-            raise MQClientError(f"message body must be bytes, not {type(body).__name__}")
-        if not body:
+        if body.__class__ is not bytes:
+            if not isinstance(body, bytes | bytearray | memoryview):
+                raise MQClientError(f"message body must be bytes, not {type(body).__name__}")
+            body = bytes(body)
+        size = len(body)
+        if not size:
             raise MQClientError("message body is empty")
-        if len(body) > self.max_message_size:
-            raise MQClientError(f"message body is {len(body)} bytes; "
+        if size > self.max_message_size:
+            raise MQClientError(f"message body is {size} bytes; "
                                 f"max_message_size is {self.max_message_size}")
         wire = msg.wire_properties()
         uniq = msg.uniq_key
@@ -263,13 +266,12 @@ class Producer:
             uniq = self._uniq.next()
         else:
             check_uniq_key(uniq)
-        wire[props.UNIQ_KEY] = uniq
         sys_flag = 0
-        body = bytes(body)
-        if len(body) >= self.compress_over:
+        if size >= self.compress_over:
             body = compress(body, self.compression, self.compress_level)
             sys_flag |= compression_flag(self.compression)
-        text = props.encode_properties(wire)
+        # UNIQ_KEY last, after the message's own (which never hold it: it is reserved)
+        text = f"{props.encode_properties(wire) if wire else ''}{_UNIQ_KEY_NAME}{uniq}\x02"
         try:
             utf8 = text.encode()
         except UnicodeEncodeError as e:
@@ -424,7 +426,8 @@ class Producer:
                    ) -> asyncio.Future[SendResult]:
         """Start a send and return its future at once (``callback(future)`` runs when it is done).
         At most ``async_window`` are in flight; up to ``async_backlog`` more wait their turn."""
-        self._instance()
+        if not self._started:
+            self._instance()  # raises
         p = self._prepare(msg)
         fut: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
         if callback is not None:
@@ -446,9 +449,11 @@ class Producer:
 
     def _launch(self, p: _Prepared, fut: asyncio.Future[SendResult], retries: int, last: str | None) -> None:
         self._inflight += 1
-        if self._idle is not None:
+        if self._inflight == 1 and self._idle is not None:  # set only when none was in flight
             self._idle.clear()
-        inst = self._instance()
+        inst = self.instance if self._started else None
+        if inst is None:
+            inst = self._instance()  # raises
         info = self._infos.get(p.topic)
         if info is not None and not p.batch:
             lanes = self._lanes.get(p.topic)
@@ -464,7 +469,7 @@ class Producer:
             addr = inst.broker_addr(mq.brokerName)
             conn = inst.remoting.cached(addr) if addr is not None else None
             if conn is not None and addr is not None:
-                started = time.monotonic()
+                started = time.monotonic() if self.fault is not None else 0.0
                 try:
                     opaque = next_opaque()
                     data = frame.frame(opaque, p.sys_flag, time.time_ns() // 1_000_000, p.flag, p.wire,
@@ -535,6 +540,7 @@ class Producer:
 
 
 _SEND_V2 = int(RequestCode.SEND_MESSAGE_V2)
+_UNIQ_KEY_NAME = props.UNIQ_KEY + props.NAME_VALUE_SEPARATOR
 
 
 class _Lanes:
@@ -577,12 +583,24 @@ class _AsyncSend:
         self.started = started
 
     def reply_received(self, result: RemotingCommand | BaseException) -> None:
+        producer = self.producer
         if result.__class__ is RemotingCommand:
-            self.producer._async_done(self.p, self.fut, self.retries, self.mq, self.addr, self.started,
-                                      None, None, result)
+            fut = self.fut
+            try:
+                sent = producer._result(result, self.p, self.mq, self.addr)
+            except (MQBrokerError, MQClientError) as e:
+                producer._async_done(self.p, fut, self.retries, self.mq, self.addr, self.started, None, e)
+                return
+            producer._inflight -= 1
+            if producer.fault is not None:
+                producer._fault(self.mq.brokerName, self.started, isolation=False)
+            if not fut.done():
+                fut.set_result(sent)
+            if producer._backlog or not producer._inflight:
+                producer._next_from_backlog()
         else:
-            self.producer._async_done(self.p, self.fut, self.retries, self.mq, self.addr, self.started,
-                                      None, result)  # type: ignore[arg-type]
+            producer._async_done(self.p, self.fut, self.retries, self.mq, self.addr, self.started,
+                                 None, result)  # type: ignore[arg-type]
 
 
 def _packed_ipv4(ip: str) -> bytes:

@@ -478,7 +478,13 @@ class Connection(asyncio.Protocol):
         task and no timer per request: the deadline joins the FIFO of the requests with the same
         timeout, which one periodic sweep walks. Raises ``RemotingError`` (and sends nothing)
         when the connection is closed or ``max_pending`` requests already wait."""
-        self._wait(opaque, waiter, timeout, code)
+        transport = self.transport
+        pending = self._pending
+        if transport is None or transport.is_closing() or len(pending.waiters) >= self.max_pending:
+            self._wait(opaque, waiter, timeout, code)  # raises
+        pending.add(opaque, waiter, timeout, _now(), code)
+        if self._sweeper is None:
+            self._sweeper = asyncio.get_running_loop().call_later(TIMEOUT_SWEEP, self._sweep)
         out = self._out
         out.append(head)
         if body:

@@ -7,7 +7,7 @@ documented there."""
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_GetItem
-from cpython.object cimport PyObject
+from cpython.object cimport Py_TYPE, PyObject, descrsetfunc
 from cpython.unicode cimport PyUnicode_FromStringAndSize
 from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libc.string cimport memcpy
@@ -161,6 +161,55 @@ def send_reply(dict ext):
     if queue_id is None or queue_offset is None:
         return None
     return (<object>msg_id, queue_id, queue_offset, ext.get("transactionId"), ext.get("MSG_REGION"))
+
+
+cdef class ResultReader:
+    cdef object result_cls, queue_cls, queue_id_descr
+    cdef list rdescrs, qdescrs
+    cdef descrsetfunc rset[7]
+    cdef descrsetfunc qset[3]
+
+    def __init__(self, result_cls, queue_cls):
+        self.result_cls = result_cls
+        self.queue_cls = queue_cls
+        rnames = ("status", "msg_id", "offset_msg_id", "queue", "queue_offset", "transaction_id",
+                  "region_id")
+        qnames = ("topic", "brokerName", "queueId")
+        self.rdescrs = [result_cls.__dict__[n] for n in rnames]
+        self.qdescrs = [queue_cls.__dict__[n] for n in qnames]
+        self.queue_id_descr = self.qdescrs[2]
+        cdef int i
+        for i in range(7):
+            self.rset[i] = Py_TYPE(self.rdescrs[i]).tp_descr_set
+            if self.rset[i] is NULL:
+                raise TypeError(f"{result_cls.__name__}.{rnames[i]} is not a slot")
+        for i in range(3):
+            self.qset[i] = Py_TYPE(self.qdescrs[i]).tp_descr_set
+            if self.qset[i] is NULL:
+                raise TypeError(f"{queue_cls.__name__}.{qnames[i]} is not a slot")
+
+    def read(self, dict ext, status, str uniq_key, mq):
+        header = send_reply(ext)
+        if header is None:
+            return None
+        msg_id, queue_id, queue_offset, transaction_id, region_id = <tuple>header
+        cdef list q = self.qdescrs
+        if queue_id != mq.queueId:
+            topic, broker = mq.topic, mq.brokerName
+            mq = self.queue_cls.__new__(self.queue_cls)
+            self.qset[0](q[0], mq, topic)
+            self.qset[1](q[1], mq, broker)
+            self.qset[2](q[2], mq, queue_id)
+        cdef list d = self.rdescrs
+        o = self.result_cls.__new__(self.result_cls)
+        self.rset[0](d[0], o, status)
+        self.rset[1](d[1], o, uniq_key)
+        self.rset[2](d[2], o, msg_id)
+        self.rset[3](d[3], o, mq)
+        self.rset[4](d[4], o, queue_offset)
+        self.rset[5](d[5], o, transaction_id)
+        self.rset[6](d[6], o, region_id)
+        return o
 
 
 def uniq_key(str prefix, long long since, long long counter):

@@ -41,7 +41,7 @@ from rocketlite.client.message import (
     compression_flag,
 )
 from rocketlite.client.route import TopicPublishInfo, publish_info
-from rocketlite.client.send_codec import SendFrame, SendFramePy, send_reply
+from rocketlite.client.send_codec import ResultReader, SendFrame, SendFramePy
 from rocketlite.formats import properties as props
 from rocketlite.formats.javahash import java_string_hash
 from rocketlite.protocol.bodies import MessageQueue, TopicRouteData
@@ -321,13 +321,10 @@ class Producer:
         status = _STATUS_BY_CODE.get(reply.code)  # type: ignore[call-overload]
         if status is None:
             raise MQBrokerError(reply.code, reply.remark, addr)
-        header = send_reply(reply.ext_fields)  # SendMessageResponseHeader's fields, read directly
-        if header is None:
+        result: SendResult | None = _READER.read(reply.ext_fields, status, p.uniq_key, mq)
+        if result is None:
             raise MQClientError(f"the send reply from {addr} is malformed: {reply.ext_fields}")
-        msg_id, queue_id, queue_offset, transaction_id, region_id = header
-        if queue_id != mq.queueId:
-            mq = MessageQueue(mq.topic, mq.brokerName, queue_id)
-        return SendResult(status, p.uniq_key, msg_id, mq, queue_offset, transaction_id, region_id)
+        return result
 
     # -- sync -----------------------------------------------------------------------------------
 
@@ -540,6 +537,7 @@ class Producer:
 
 
 _SEND_V2 = int(RequestCode.SEND_MESSAGE_V2)
+_READER = ResultReader(SendResult, MessageQueue)
 _UNIQ_KEY_NAME = props.UNIQ_KEY + props.NAME_VALUE_SEPARATOR
 
 

@@ -14,6 +14,8 @@ for byte to ``RemotingCommand.encode()`` of the same command (checked by a hypot
 
 ``send_reply`` reads a SEND reply's ``SendMessageResponseHeader`` (msgId, queueId, queueOffset,
 transactionId, MSG_REGION) straight from the reply's ext fields: ``None`` for a malformed one.
+``ResultReader.read`` makes the producer's ``SendResult`` of it (the compiled twin fills the
+slots of the frozen dataclass directly).
 
 ``uniq_key`` spells ``MessageClientIDSetter``'s id: the fixed hex prefix, then the time field (low
 32 bits) and the counter (low 16 bits) in upper-case hex.
@@ -26,13 +28,14 @@ the ones that run (compiled unless ``ROCKETLITE_PURE``).
 from __future__ import annotations
 
 import struct
-from typing import Final
+from typing import Any, Final
 
 from rocketlite.common import native
 from rocketlite.common.errors import ProtocolError
 from rocketlite.protocol.codes import CURRENT_VERSION, LanguageCode, RequestCode
 
-__all__ = ["SendFrame", "SendFramePy", "send_reply", "send_reply_py", "uniq_key", "uniq_key_py"]
+__all__ = ["ResultReader", "ResultReaderPy", "SendFrame", "SendFramePy", "send_reply", "send_reply_py",
+           "uniq_key", "uniq_key_py"]
 
 _HEAD: Final = struct.Struct(">iIhbhiiii")
 """length, oriHeaderLen, code, language, version, opaque, flag, remarkLen, extLen."""
@@ -125,15 +128,39 @@ def _parse_int(s: str | None, bits: int) -> int | None:
     return v
 
 
+class ResultReaderPy:
+    """Built once with the result class (fields: status, msg_id, offset_msg_id, queue,
+    queue_offset, transaction_id, region_id) and the queue class (topic, brokerName, queueId)."""
+
+    __slots__ = ("queue_cls", "result_cls")
+
+    def __init__(self, result_cls: type, queue_cls: type) -> None:
+        self.result_cls = result_cls
+        self.queue_cls = queue_cls
+
+    def read(self, ext: dict[str, str], status: object, uniq_key: str, mq: Any) -> Any:
+        """The result of a SEND reply with ``ext`` to a send to ``mq`` (the queue the broker
+        names, if another), or None for a malformed reply."""
+        header = send_reply_py(ext)
+        if header is None:
+            return None
+        msg_id, queue_id, queue_offset, transaction_id, region_id = header
+        if queue_id != mq.queueId:
+            mq = self.queue_cls(mq.topic, mq.brokerName, queue_id)
+        return self.result_cls(status, uniq_key, msg_id, mq, queue_offset, transaction_id, region_id)
+
+
 def uniq_key_py(prefix: str, since: int, counter: int) -> str:
     return f"{prefix}{since & 0xFFFFFFFF:08X}{counter & 0xFFFF:04X}"
 
 
 SendFrame: type[SendFramePy] = SendFramePy
+ResultReader: type[ResultReaderPy] = ResultReaderPy
 send_reply = send_reply_py
 uniq_key = uniq_key_py
 _c = native.load("rocketlite.client._send_c")
 if _c is not None:
     SendFrame = _c.SendFrame
+    ResultReader = _c.ResultReader
     send_reply = _c.send_reply
     uniq_key = _c.uniq_key

@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 
 from nativehelp import twin
 from rocketlite.client import send_codec as ref
+from rocketlite.client.producer import SendResult, SendStatus
 from rocketlite.common.errors import ProtocolError
+from rocketlite.protocol.bodies import MessageQueue
 from rocketlite.protocol.codes import CURRENT_VERSION, RequestCode, SerializeType
 from rocketlite.protocol.command import RemotingCommand, decode_frame
 
@@ -99,3 +101,32 @@ def test_uniq_key(prefix: str, since: int, counter: int) -> None:
     assert got == ref.uniq_key_py(prefix, since, counter)
     assert got == prefix + (since & 0xFFFFFFFF).to_bytes(4, "big").hex().upper() + \
         (counter & 0xFFFF).to_bytes(2, "big").hex().upper()
+
+
+@given(st.dictionaries(st.sampled_from(["msgId", "transactionId", "MSG_REGION", "other"]),
+                       st.text(max_size=8)),
+       st.none() | ints, st.none() | ints, st.integers(0, 8), st.sampled_from(list(SendStatus)))
+def test_result_reader(ext: dict[str, str], queue_id: str | None, queue_offset: str | None, sent_to: int,
+                       status: SendStatus) -> None:
+    if queue_id is not None:
+        ext["queueId"] = queue_id
+    if queue_offset is not None:
+        ext["queueOffset"] = queue_offset
+    mq = MessageQueue("T", "broker-a", sent_to)
+    got = C.ResultReader(SendResult, MessageQueue).read(ext, status, "UNIQ", mq)
+    want = ref.ResultReaderPy(SendResult, MessageQueue).read(ext, status, "UNIQ", mq)
+    assert got == want
+    if want is not None:
+        assert type(got) is SendResult and type(got.queue) is MessageQueue
+        assert (got.queue is mq) == (want.queue is mq) == (want.queue.queueId == sent_to)
+        assert hash(got) == hash(want) and hash(got.queue) == hash(want.queue)
+        with pytest.raises(AttributeError):
+            got.msg_id = "x"  # type: ignore[misc]  # still frozen
+
+
+def test_result_reader_needs_slots() -> None:
+    class Plain:
+        queueId = 0
+
+    with pytest.raises((TypeError, KeyError)):
+        C.ResultReader(Plain, MessageQueue)

@@ -491,8 +491,9 @@ class Connection(asyncio.Protocol):
             out.append(body)
         if len(out) >= COALESCE_MAX:
             self._flush_out()
-        else:
-            self._schedule_flush()
+        elif not self._in_read and not self._flush_scheduled:  # _schedule_flush, inline
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush_out)
 
     def _wait(self, opaque: int, waiter: ReplyWaiter, timeout: float, code: int) -> None:
         if not self.is_open:

@@ -15,7 +15,8 @@ Files are created at full size. A segment that holds a descriptor (CommitLog, Ti
 its disk blocks when it is created (``disk.allocate``): a full disk is a ``DiskFullError`` then, never
 a SIGBUS later. ConsumeQueue segments stay sparse and get their blocks ahead of the units written
 (``reserve``), so 10,000 queues do not each take 6 MB. Nothing is written through a mapping except
-recovery's zeroing of bytes that hold data (their blocks exist). ``warm`` writes zeros through the
+small appends (``SMALL_APPEND`` bytes at most) into blocks a segment already has and recovery's
+zeroing of bytes that hold data (their blocks exist). ``warm`` writes zeros through the
 page cache with ``pwrite`` (which releases the GIL) and advises the kernel, so the first write to
 each page on the hot path does not fault a fresh page.
 """
@@ -37,6 +38,7 @@ from rocketlite.store import disk
 log = logging.getLogger(__name__)
 
 OS_PAGE_SIZE = disk.PAGE
+SMALL_APPEND = 4096  # appends up to this size are copied through the mapping (blocks allocated)
 RESERVE_AHEAD_MAX = 1 << 20  # ConsumeQueue blocks allocated ahead of the units: at most 1 MiB
 _WARM_CHUNK = disk.ZERO_CHUNK
 _ZEROS = disk.ZEROS  # one shared buffer of zeros for the store
@@ -187,10 +189,17 @@ class MappedFile:
             self._pending.append(data)
             self.wrote = end
             return pos
-        # pwrite into the page cache: no page fault per fresh page (mmap writes to a new file run
-        # at ~0.3-2 GB/s here, pwrite at 4-6 GB/s), the GIL is released for the copy, and a full
-        # disk is an error, not a SIGBUS. Readers see the bytes through the shared mapping at once.
-        self._pwrite(data, pos)
+        if end <= self.allocated and len(data) <= SMALL_APPEND and self._fd is not None:
+            # A small append into blocks that exist: a copy through the mapping (~0.4 us for a
+            # 220-byte record here) instead of a pwrite system call (~1.6 us); no SIGBUS can
+            # come of it, the blocks are there.
+            self.mm[pos:end] = data
+        else:
+            # pwrite into the page cache: no page fault per fresh page (mmap writes to a new file
+            # run at ~0.3-2 GB/s here, pwrite at 4-6 GB/s), the GIL is released for the copy, and
+            # a full disk is an error, not a SIGBUS. Readers see the bytes through the shared
+            # mapping at once.
+            self._pwrite(data, pos)
         self.wrote = self.committed = end
         return pos
 

@@ -380,7 +380,7 @@ class Dispatcher:
             key = (topic_b, qid)
             cq = queues.get(key)
             if cq is None:
-                if not self._names_queue(topic_b, qid, int.from_bytes(units[:8], "big")):
+                if not self._names_queue(topic_b, qid, int.from_bytes(units[:8], "big", signed=True)):
                     continue  # indexed (by the plan's keyed list), but no unit
                 cq = queues[key] = self.consume_queue(self._topic_name(topic_b), qid)
             cq.put_units(q0, units, max_end)

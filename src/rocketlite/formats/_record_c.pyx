@@ -309,3 +309,38 @@ def encode_batch(bodies, props, flags, Py_ssize_t lo, Py_ssize_t hi, int32_t que
 def _pure_encode_batch(*args):
     from rocketlite.formats.record_batch import _encode_batch_py
     return _encode_batch_py(*args)
+
+
+def tags_codes(props):
+    """``record_scan._tags_codes_py``: TAGS values in ASCII hashed here, any other by the pure
+    ``_tags_code_py``."""
+    cdef Py_ssize_t n = len(props), i, v, plen, k
+    cdef const unsigned char* pr
+    cdef uint32_t h
+    cdef bint bad
+    cdef list out = [0] * n
+    cdef bytes pb
+    pure = None
+    for k in range(n):
+        pb = props[k]
+        pr = <const unsigned char*>PyBytes_AS_STRING(pb)
+        plen = PyBytes_GET_SIZE(pb)
+        i = _find(pr, plen, "TAGS\x01", 5, True)
+        if i < 0:
+            continue
+        h = 0
+        bad = False
+        for v in range(i + 5, plen):
+            if pr[v] == 2:
+                break
+            if pr[v] >= 0x80:
+                bad = True
+                break
+            h = 31 * h + pr[v]
+        if bad:
+            if pure is None:
+                from rocketlite.formats.record_scan import _tags_code_py as pure
+            out[k] = pure(pb)
+        else:
+            out[k] = <int32_t>h
+    return out

@@ -1,6 +1,7 @@
 """Whole-segment walks over CommitLog records: one call per segment instead of a Python loop per
 record. Recovery verifies records (``scan_records``); the dispatcher turns a run of records into
-ConsumeQueue units (``dispatch_plan``). Each has a compiled twin in ``_record_c.pyx`` with the
+ConsumeQueue units (``dispatch_plan``) and a hinted run's properties into tag codes
+(``tags_codes``). Each has a compiled twin in ``_record_c.pyx`` with the
 same signature and results (``tests/unit/native/test_record_twin.py``); the pure functions here
 are the reference, written over ``message_record``'s own checks so they cannot drift from them.
 """
@@ -8,7 +9,7 @@ are the reference, written over ``message_record``'s own checks so they cannot d
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
 from rocketlite.common import native
@@ -102,13 +103,25 @@ def _dispatch_plan_py(buf: rec.Buffer, pos: int, limit: int) -> Plan:
     return pos, runs, keyed, last_ts
 
 
+def _tags_code_py(props: bytes) -> int:
+    """The ConsumeQueue tag code of one encoded property string (0 without TAGS)."""
+    return tags_code(find_property(props, _TAGS)) if props else 0
+
+
+def _tags_codes_py(props: Sequence[bytes]) -> list[int]:
+    """The tag code of each property string of a run (a hinted batch's ConsumeQueue units)."""
+    return list(map(_tags_code_py, props))
+
+
 # The compiled twins (``_record_c.pyx``), unless ROCKETLITE_PURE or not built.
 scan_records: Callable[[rec.Buffer, int, int, bool, int], ScanResult] = _scan_records_py
 dispatch_plan: Callable[[rec.Buffer, int, int], Plan] = _dispatch_plan_py
+tags_codes: Callable[[Sequence[bytes]], list[int]] = _tags_codes_py
 _c = native.load("rocketlite.formats._record_c")
 if _c is not None:
     scan_records = _c.scan_records
     dispatch_plan = _c.dispatch_plan
+    tags_codes = _c.tags_codes
 
 
 def scan_segment(buf: rec.Buffer, start: int, end: int, check_crc: bool,

@@ -45,7 +45,7 @@ from rocketlite.formats.consume_queue_unit import CQ_UNIT_SIZE
 from rocketlite.formats.delay import SCHEDULE_TOPIC, SCHEDULE_TOPIC_BYTES, schedule_tags_code
 from rocketlite.formats.javahash import tags_code
 from rocketlite.formats.properties import find_property
-from rocketlite.formats.record_scan import Run, dispatch_plan
+from rocketlite.formats.record_scan import Run, dispatch_plan, tags_codes
 from rocketlite.store.commitlog import CommitLog
 from rocketlite.store.consume_queue import ConsumeQueue
 from rocketlite.store.dispatch_check import names_queue
@@ -283,7 +283,7 @@ class Dispatcher:
         elif props.count(props[0]) == n:  # one property string for the whole run: one tags code
             codes = [_tags_code_of(props[0])] * n
         else:
-            codes = list(map(_tags_code_of, props))
+            codes = tags_codes(props)
         cq.put_batch(h.offsets, h.sizes, codes, h.queue_offset)
         self._touched[cq] = h.queue_offset + n
         self.last_store_timestamp = h.store_timestamp

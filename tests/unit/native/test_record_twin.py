@@ -156,3 +156,14 @@ def test_encode_batch_writes_records_a_reader_decodes() -> None:
         (b"ab", 10, 1000, 3)
     assert (second.body, second.queue_offset, second.commit_log_offset, second.properties) == \
         (b"cde", 11, 1000 + first.total_size, {"TAGS": "x"})
+
+
+@given(st.lists(st.binary(max_size=20) | st.text(alphabet="\x01\x02TAGSxé ", max_size=24).map(
+    str.encode) | st.sampled_from([b"TAGS\x01TagA\x02", b"a\x02TAGS\x01\xc3\xa9t\xc3\xa9", b""]),
+    max_size=10))
+def test_tags_codes(props: list[bytes]) -> None:
+    assert C.tags_codes(props) == ref._tags_codes_py(props)
+
+
+def test_tags_codes_hash_as_java() -> None:
+    assert C.tags_codes([b"TAGS\x01TagA\x02", b"", b"KEYS\x01k\x02"]) == [2598919, 0, 0]

@@ -301,6 +301,7 @@ class Dispatcher:
         no_queue = (rec.SYSFLAG_TRANSACTION_PREPARED, rec.SYSFLAG_TRANSACTION_ROLLBACK)
         txn_mask = rec.SYSFLAG_TRANSACTION_MASK
         store_ts = h.store_timestamp
+        keyed: list[tuple[str, bytes, int]] = []  # indexed together at the end (build_many)
         for topic, qid, qoff, phys, size, props, sys_flag in h.records:
             if sys_flag & txn_mask in no_queue:
                 if index is None or sys_flag & txn_mask == rec.SYSFLAG_TRANSACTION_ROLLBACK:
@@ -314,7 +315,10 @@ class Dispatcher:
                 cq.put(phys, size, code, qoff)
                 touched[cq] = qoff + 1
             if index is not None and (_KEYS in props or _UNIQ in props):
-                self._index_keys(index, topic, props, phys, store_ts)
+                keyed.append((topic, props, phys))
+        if keyed and index is not None:
+            topics, props_, offsets = zip(*keyed, strict=True)
+            index.build_many(topics, props_, offsets, [store_ts] * len(keyed))
         self.last_store_timestamp = store_ts
 
     def _code(self, props: bytes, store_ts: int) -> int:

@@ -7,6 +7,10 @@ writes per read. Stabler than wall-clock figures on shared cores.
     python bench/send_cpu.py --per-read 64            # the in-flight window's reads
     python bench/send_cpu.py --per-read 1             # one send per read (1 in flight)
     python bench/send_cpu.py --profile                # cProfile of the timed part
+
+Instructions per message, stable on busy cores: the main thread's count (callgrind with
+``--separate-threads=yes --dump-instr=no``, file ``<out>-01``) of a run with ``--repeat 1 --reads
+400`` minus one with ``--reads 100``, over 300 x ``--per-read`` messages.
 """
 
 from __future__ import annotations

@@ -397,7 +397,7 @@ class Producer:
         if len(self._lanes) >= 4096:
             self._lanes.clear()
         lanes = self._lanes[info.topic] = _Lanes(info)
-        lanes.frames = [lanes.frame(self, mq) for mq in info.queues]
+        lanes.lanes = [(mq, lanes.frame(self, mq)) for mq in info.queues]
         return lanes
 
     def _fault(self, broker: str, started: float, *, isolation: bool) -> None:
@@ -456,10 +456,8 @@ class Producer:
             lanes = self._lanes.get(p.topic)
             if lanes is None or lanes.info is not info:
                 lanes = self._new_lanes(info)
-            if last is None and self.fault is None and lanes.frames:  # select_one's round robin
-                i = info.next_index() % len(lanes.frames)
-                mq = info.queues[i]
-                frame = lanes.frames[i]
+            if last is None and self.fault is None and lanes.lanes:  # select_one's round robin
+                mq, frame = lanes.lanes[info.next_index() % len(lanes.lanes)]
             else:
                 mq = select_queue(info, last, self.fault)
                 frame = lanes.frame(self, mq)
@@ -543,14 +541,14 @@ _UNIQ_KEY_NAME = props.UNIQ_KEY + props.NAME_VALUE_SEPARATOR
 
 class _Lanes:
     """A topic's send frame templates (``SendFrame``), made once per ``TopicPublishInfo`` (so
-    again when a route update replaces it): ``frames[i]`` is the template of ``info.queues[i]``;
+    again when a route update replaces it): ``lanes[i]`` is ``info.queues[i]`` and its template;
     ``frame`` finds or makes one for a queue picked another way (a retry, fault avoidance)."""
 
-    __slots__ = ("by_queue", "frames", "info")
+    __slots__ = ("by_queue", "info", "lanes")
 
     def __init__(self, info: TopicPublishInfo) -> None:
         self.info = info
-        self.frames: list[SendFramePy] = []
+        self.lanes: list[tuple[MessageQueue, SendFramePy]] = []
         self.by_queue: dict[tuple[str, int], SendFramePy] = {}
 
     def frame(self, producer: Producer, mq: MessageQueue) -> SendFramePy:
@@ -584,10 +582,15 @@ class _AsyncSend:
         producer = self.producer
         if result.__class__ is RemotingCommand:
             fut = self.fut
-            try:
-                sent = producer._result(result, self.p, self.mq, self.addr)
-            except (MQBrokerError, MQClientError) as e:
-                producer._async_done(self.p, fut, self.retries, self.mq, self.addr, self.started, None, e)
+            status = _STATUS_BY_CODE.get(result.code)  # type: ignore[call-overload]
+            sent = None if status is None else _READER.read(
+                result.ext_fields, status, self.p.uniq_key, self.mq)
+            if sent is None:  # an error code or a malformed reply: _result raises which
+                try:
+                    producer._result(result, self.p, self.mq, self.addr)
+                except (MQBrokerError, MQClientError) as e:
+                    producer._async_done(self.p, fut, self.retries, self.mq, self.addr, self.started,
+                                         None, e)
                 return
             producer._inflight -= 1
             if producer.fault is not None:

@@ -193,3 +193,14 @@ async def test_the_async_binary_frame_is_stored_as_the_generic_one(cluster: Clus
         assert fprops == gprops and fprops["a"] == "1" and fprops["\u00fc"] == "\u20ac x"
         assert fprops["WAIT"] == "false"
         assert mf.properties["UNIQ_KEY"] == f.msg_id
+
+
+async def test_async_broker_refusal_carries_its_code(cluster: Cluster) -> None:
+    """An error reply to a template frame reaches the future (after the async retries)."""
+    async with Producer("PG", namesrv_addr=cluster.ns_addr, retry_times_when_send_async_failed=1) as p:
+        for _ in range(3):  # the first through the route lookup, then from the lanes
+            with pytest.raises(MQBrokerError) as e:
+                await p.send_async(Message("SCHEDULE_TOPIC_XXXX", b"x"))
+            assert e.value.code in (ResponseCode.NO_PERMISSION, ResponseCode.TOPIC_NOT_EXIST)
+        assert "SCHEDULE_TOPIC_XXXX" in p._lanes
+        assert p._inflight == 0

@@ -267,7 +267,7 @@ def main() -> None:
                        else stack.enter_context(broker_process("ASYNC_FLUSH"))[2:0:-1])
             coro = scenario(args, name, ns, pid)
             r = uvloop.run(coro) if uvloop else asyncio.run(coro)
-        print(fmt(label, r), flush=True)
+        print(fmt(label, r) + f"  ({r['messages']:,} messages)", flush=True)
 
 
 if __name__ == "__main__":

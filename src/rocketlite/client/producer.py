@@ -42,13 +42,14 @@ from rocketlite.client.message import (
 )
 from rocketlite.client.route import TopicPublishInfo, publish_info
 from rocketlite.client.send_codec import ResultReader, SendFrame, SendFramePy
+from rocketlite.common.errors import RemotingError
 from rocketlite.formats import properties as props
 from rocketlite.formats.javahash import java_string_hash
 from rocketlite.protocol.bodies import MessageQueue, TopicRouteData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.message_batch import encode_message
-from rocketlite.remoting.pending import next_opaque
+from rocketlite.remoting.pending import FutureWaiter, next_opaque
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +153,7 @@ class Producer:
         self.instance: ClientInstance | None = None
         self._infos: dict[str, TopicPublishInfo] = {}
         self._lanes: dict[str, _Lanes] = {}
+        self._templates: dict[tuple[str, str, int, bool], SendFramePy] = {}  # sync sends, batches
         self._uniq = UniqKeyGenerator()
         self._inflight = 0
         self._backlog: collections.deque[tuple[_Prepared, asyncio.Future[SendResult]]] = collections.deque()
@@ -371,7 +373,7 @@ class Producer:
             started = time.monotonic()
             try:
                 addr = await inst.require_broker_addr(mq.brokerName, p.topic)
-                reply = await inst.invoke(addr, self._command(p, mq), left)
+                reply = await self._invoke(inst, addr, p, mq, left)
                 result = self._result(reply, p, mq, addr)
             except (MQClientError, MQBrokerError) as e:
                 self._fault(mq.brokerName, started, isolation=True)
@@ -399,6 +401,29 @@ class Producer:
         lanes = self._lanes[info.topic] = _Lanes(info)
         lanes.lanes = [(mq, lanes.frame(self, mq)) for mq in info.queues]
         return lanes
+
+    async def _invoke(self, inst: ClientInstance, addr: str, p: _Prepared, mq: MessageQueue,
+                      timeout: float) -> RemotingCommand:  # noqa: ASYNC109 - the send's budget
+        """Send ``p`` to ``mq`` at ``addr`` in its template frame and wait for the reply;
+        ``RemotingError`` becomes ``MQClientError`` (as ``ClientInstance.invoke`` does)."""
+        conn = await inst.connection(addr)
+        key = (p.topic, mq.brokerName, mq.queueId, p.batch)
+        template = self._templates.get(key)
+        if template is None:
+            if len(self._templates) >= 4096:
+                self._templates.clear()
+            template = self._templates[key] = SendFrame(
+                self.group, p.topic, self.create_topic_key, self.default_topic_queue_nums, mq.queueId,
+                mq.brokerName, p.batch)
+        opaque = next_opaque()
+        data = template.frame(opaque, p.sys_flag, time.time_ns() // 1_000_000, p.flag, p.wire, p.body)
+        fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        try:
+            conn.send_request(data, b"", opaque, _SEND_BATCH if p.batch else _SEND_V2, timeout,
+                              FutureWaiter(fut))
+            return await fut
+        except RemotingError as e:
+            raise MQClientError(str(e)) from e
 
     def _fault(self, broker: str, started: float, *, isolation: bool) -> None:
         if self.fault is not None:
@@ -486,9 +511,9 @@ class Producer:
             mq = select_queue(info, last, self.fault)
             inst = self._instance()
             addr = await inst.require_broker_addr(mq.brokerName, p.topic)
-            conn = await inst.connection(addr)
+            await inst.connection(addr)  # connected before the latency clock starts
             started = time.monotonic()
-            reply = await conn.request_future(self._command(p, mq), self.send_timeout)
+            reply = await self._invoke(inst, addr, p, mq, self.send_timeout)
         except Exception as e:  # noqa: BLE001 - reported through the future
             self._async_done(p, fut, retries, mq, addr, started, None, e)
             return
@@ -535,6 +560,7 @@ class Producer:
 
 
 _SEND_V2 = int(RequestCode.SEND_MESSAGE_V2)
+_SEND_BATCH = int(RequestCode.SEND_BATCH_MESSAGE)
 _READER = ResultReader(SendResult, MessageQueue)
 _UNIQ_KEY_NAME = props.UNIQ_KEY + props.NAME_VALUE_SEPARATOR
 

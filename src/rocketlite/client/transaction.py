@@ -139,6 +139,7 @@ class HalfProducer(Producer):
             msg = dataclasses.replace(msg, delay_level=0)  # Java clears it: never delay a half message
         p = self._prepare(msg)
         p.properties += props.encode_properties({props.TRAN_MSG: "true", props.PGROUP: self.group})
+        p.wire = p.properties.encode()  # what the send frame carries
         p.sys_flag |= TRANSACTION_PREPARED_TYPE
         return p
 

@@ -6,7 +6,8 @@ once, with the reply (a ``RemotingCommand``) or the error that ends the wait
 keeps the waiters by opaque and the deadlines per distinct timeout value: one FIFO per timeout, in
 sending order, so the deadlines of a FIFO are in order and a sweep only looks at their fronts.
 An answered request stays in its FIFO until a sweep finds it at the front (gone from the table);
-requests are answered roughly in order, so that happens within a sweep or two.
+requests are answered roughly in order, so that happens within a sweep or two. Behind a front that
+waits long, a sweep drops the answered ones once the FIFO holds twice as many as wait (+1024).
 
 ``FutureWaiter`` adapts an ``asyncio.Future`` for callers that want one (``request_future``).
 """
@@ -100,6 +101,8 @@ class PendingTable:
                     fifo.popleft()
             if not fifo:
                 del fifos[timeout]
+            elif len(fifo) > 2 * len(waiters) + 1024:  # answered ones pile up behind a slow front
+                fifos[timeout] = collections.deque(e for e in fifo if e[1] in waiters)
         return bool(fifos)
 
     def fail_all(self, err: BaseException) -> None:

@@ -83,3 +83,15 @@ async def test_future_waiter() -> None:
 def test_opaques_are_positive_int32_and_distinct() -> None:
     got = [next_opaque() for _ in range(1000)]
     assert len(set(got)) == 1000 and all(0 <= o <= 0x7FFFFFFF for o in got)
+
+
+def test_answered_requests_behind_a_slow_one_are_dropped() -> None:
+    table = PendingTable()
+    slow = Recorder()
+    table.add(1, slow, 3.0, 0.0, 310)
+    for o in range(2, 3002):
+        table.add(o, Recorder(), 3.0, 0.0, 310)
+        table.complete(reply(o))
+    assert len(table.fifos[3.0]) == 3001
+    assert table.sweep(1.0, "peer")
+    assert list(table.fifos[3.0]) == [(3.0, 1, 310)] and not slow.got

@@ -11,10 +11,14 @@ A topic the NameServers do not know is sent through the route of ``create_topic_
 with at most ``default_topic_queue_nums`` queues, so a broker with autoCreateTopicEnable creates it.
 
 ``send_async`` needs no coroutine at the call site: it returns a future at once and keeps at most
-``async_window`` requests in flight, queueing up to ``async_backlog`` more. Its requests are built
-without the generic codec: a ROCKETMQ binary SEND_MESSAGE_V2 frame from the template of the
-(topic, queue) lane (``send_codec.SendFrame``, byte-identical to the generic encoding), sent with a
-``ReplyWaiter`` (``_AsyncSend``) rather than a future; its reply's header is read by ``send_reply``.
+``async_window`` requests in flight, queueing up to ``async_backlog`` more.
+
+Sends (sync, async, batch) are built without the generic codec: a ROCKETMQ binary SEND_MESSAGE_V2
+(or SEND_BATCH_MESSAGE) frame from the template of its (topic, queue) (``send_codec.SendFrame``,
+byte-identical to the generic encoding; an async send's templates and queue choice are cached per
+publish info, ``send_types._Lanes``), sent through ``Connection.send_request``: an async send with
+a ``ReplyWaiter`` (``send_types._AsyncSend``) instead of a future. A reply's header becomes the
+``SendResult`` in ``send_codec.ResultReader``. Oneway sends keep the generic command.
 """
 
 from __future__ import annotations
@@ -22,11 +26,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import enum
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from rocketlite.client.errors import MQBrokerError, MQClientError
@@ -41,76 +43,31 @@ from rocketlite.client.message import (
     compression_flag,
 )
 from rocketlite.client.route import TopicPublishInfo, publish_info
-from rocketlite.client.send_codec import ResultReader, SendFrame, SendFramePy
+from rocketlite.client.send_codec import SendFrame, SendFramePy
+from rocketlite.client.send_types import (
+    _READER,
+    _STATUS_BY_CODE,
+    RETRY_CODES,
+    MessageQueueSelector,
+    SendResult,
+    SendStatus,
+    _AsyncSend,
+    _Lanes,
+    _packed_ipv4,
+    _Prepared,
+    select_by_hash,
+)
 from rocketlite.common.errors import RemotingError
 from rocketlite.formats import properties as props
-from rocketlite.formats.javahash import java_string_hash
 from rocketlite.protocol.bodies import MessageQueue, TopicRouteData
-from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.codes import RequestCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.message_batch import encode_message
 from rocketlite.remoting.pending import FutureWaiter, next_opaque
 
+__all__ = ["RETRY_CODES", "MessageQueueSelector", "Producer", "SendResult", "SendStatus", "select_by_hash"]
+
 log = logging.getLogger(__name__)
-
-MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]
-
-
-def select_by_hash(queues: Sequence[MessageQueue], msg: Message, arg: Any) -> MessageQueue:
-    """Java's ``SelectMessageQueueByHash``: ``abs(arg.hashCode()) % n`` (Java's hash for strings
-    and ints, so Python and Java producers put a sharding key on the same queue)."""
-    h = java_string_hash(arg) if isinstance(arg, str) else hash(arg) & 0x7FFFFFFF
-    return queues[abs(h) % len(queues)]
-
-
-class SendStatus(enum.Enum):
-    SEND_OK = "SEND_OK"
-    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
-    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
-    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
-
-
-_STATUS_BY_CODE = {
-    ResponseCode.SUCCESS: SendStatus.SEND_OK,
-    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
-    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
-    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
-}
-
-# DefaultMQProducer.retryResponseCodes: broker answers worth another broker.
-RETRY_CODES = frozenset({
-    ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.SYSTEM_ERROR,
-    ResponseCode.SYSTEM_BUSY, ResponseCode.NO_PERMISSION, ResponseCode.NO_BUYER_ID,
-    ResponseCode.NOT_IN_CURRENT_UNIT,
-})
-
-
-@dataclass(slots=True, frozen=True)
-class SendResult:
-    """``msg_id`` is the UNIQ_KEY (comma-joined for a batch); ``offset_msg_id`` the broker's id."""
-
-    status: SendStatus
-    msg_id: str
-    offset_msg_id: str
-    queue: MessageQueue
-    queue_offset: int
-    transaction_id: str | None = None
-    region_id: str | None = None
-
-
-@dataclass(slots=True)
-class _Prepared:
-    """A message encoded once, whatever queue and retry it goes to."""
-
-    topic: str
-    body: bytes
-    properties: str
-    sys_flag: int
-    flag: int
-    uniq_key: str
-    batch: bool = False
-    wire: bytes = b""  # the UTF-8 of ``properties``, for the send frames
-
 
 class Producer:
     def __init__(
@@ -398,8 +355,8 @@ class Producer:
     def _new_lanes(self, info: TopicPublishInfo) -> _Lanes:
         if len(self._lanes) >= 4096:
             self._lanes.clear()
-        lanes = self._lanes[info.topic] = _Lanes(info)
-        lanes.lanes = [(mq, lanes.frame(self, mq)) for mq in info.queues]
+        lanes = self._lanes[info.topic] = _Lanes(info, self.group, self.create_topic_key,
+                                                 self.default_topic_queue_nums)
         return lanes
 
     async def _invoke(self, inst: ClientInstance, addr: str, p: _Prepared, mq: MessageQueue,
@@ -485,7 +442,7 @@ class Producer:
                 mq, frame = lanes.lanes[info.next_index() % len(lanes.lanes)]
             else:
                 mq = select_queue(info, last, self.fault)
-                frame = lanes.frame(self, mq)
+                frame = lanes.frame(mq)
             addr = inst.broker_addr(mq.brokerName)
             conn = inst.remoting.cached(addr) if addr is not None else None
             if conn is not None and addr is not None:
@@ -561,78 +518,4 @@ class Producer:
 
 _SEND_V2 = int(RequestCode.SEND_MESSAGE_V2)
 _SEND_BATCH = int(RequestCode.SEND_BATCH_MESSAGE)
-_READER = ResultReader(SendResult, MessageQueue)
 _UNIQ_KEY_NAME = props.UNIQ_KEY + props.NAME_VALUE_SEPARATOR
-
-
-class _Lanes:
-    """A topic's send frame templates (``SendFrame``), made once per ``TopicPublishInfo`` (so
-    again when a route update replaces it): ``lanes[i]`` is ``info.queues[i]`` and its template;
-    ``frame`` finds or makes one for a queue picked another way (a retry, fault avoidance)."""
-
-    __slots__ = ("by_queue", "info", "lanes")
-
-    def __init__(self, info: TopicPublishInfo) -> None:
-        self.info = info
-        self.lanes: list[tuple[MessageQueue, SendFramePy]] = []
-        self.by_queue: dict[tuple[str, int], SendFramePy] = {}
-
-    def frame(self, producer: Producer, mq: MessageQueue) -> SendFramePy:
-        key = (mq.brokerName, mq.queueId)
-        frame = self.by_queue.get(key)
-        if frame is None:
-            if len(self.by_queue) >= 4096:
-                self.by_queue.clear()
-            frame = self.by_queue[key] = SendFrame(
-                producer.group, mq.topic, producer.create_topic_key, producer.default_topic_queue_nums,
-                mq.queueId, mq.brokerName, False)
-        return frame
-
-
-class _AsyncSend:
-    """The ``ReplyWaiter`` of one async send attempt."""
-
-    __slots__ = ("addr", "fut", "mq", "p", "producer", "retries", "started")
-
-    def __init__(self, producer: Producer, p: _Prepared, fut: asyncio.Future[SendResult], retries: int,
-                 mq: MessageQueue, addr: str, started: float) -> None:
-        self.producer = producer
-        self.p = p
-        self.fut = fut
-        self.retries = retries
-        self.mq = mq
-        self.addr = addr
-        self.started = started
-
-    def reply_received(self, result: RemotingCommand | BaseException) -> None:
-        producer = self.producer
-        if result.__class__ is RemotingCommand:
-            fut = self.fut
-            status = _STATUS_BY_CODE.get(result.code)  # type: ignore[call-overload]
-            sent = None if status is None else _READER.read(
-                result.ext_fields, status, self.p.uniq_key, self.mq)
-            if sent is None:  # an error code or a malformed reply: _result raises which
-                try:
-                    producer._result(result, self.p, self.mq, self.addr)
-                except (MQBrokerError, MQClientError) as e:
-                    producer._async_done(self.p, fut, self.retries, self.mq, self.addr, self.started,
-                                         None, e)
-                return
-            producer._inflight -= 1
-            if producer.fault is not None:
-                producer._fault(self.mq.brokerName, self.started, isolation=False)
-            if not fut.done():
-                fut.set_result(sent)
-            if producer._backlog or not producer._inflight:
-                producer._next_from_backlog()
-        else:
-            producer._async_done(self.p, self.fut, self.retries, self.mq, self.addr, self.started,
-                                 None, result)  # type: ignore[arg-type]
-
-
-def _packed_ipv4(ip: str) -> bytes:
-    try:
-        parts = bytes(int(x) for x in ip.split("."))
-    except ValueError:
-        return b"\x7f\x00\x00\x01"
-    return parts if len(parts) == 4 else b"\x7f\x00\x00\x01"

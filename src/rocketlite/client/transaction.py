@@ -55,7 +55,8 @@ from typing import Any, Protocol
 
 from rocketlite.client.errors import MQBrokerError, MQClientError
 from rocketlite.client.message import TRANSACTION_ID, Message, MessageExt, decode_messages
-from rocketlite.client.producer import Producer, SendResult, SendStatus, _Prepared
+from rocketlite.client.producer import Producer, SendResult, SendStatus
+from rocketlite.client.send_types import _Prepared
 from rocketlite.common.errors import FormatError, RemotingError
 from rocketlite.formats import properties as props
 from rocketlite.formats.message_id import decode_message_id

@@ -73,7 +73,7 @@ def test_async_frame_is_the_send_command_in_rocketmq_encoding(
     producer = Producer(group, default_topic_queue_nums=nums)
     mq = MessageQueue(topic, broker, queue_id)
     p = _Prepared(topic, b"body", props, sys_flag, flag, "UNIQ", False, props.encode())
-    frame = _Lanes(None).frame(producer, mq)  # type: ignore[arg-type]
+    frame = _Lanes(None, group, "TBW102", nums).frame(mq)
     cmd = producer._command(p, mq)
     cmd.opaque = opaque
     cmd.serialize_type = 1

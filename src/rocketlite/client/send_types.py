@@ -1,0 +1,163 @@
+"""The producer's send types: ``SendStatus``, ``SendResult``, a message prepared once for every
+attempt (``_Prepared``), the broker codes worth another broker (``RETRY_CODES``), Java's hash
+selector, the per-topic send frame templates (``_Lanes``) and the ``ReplyWaiter`` of an async send
+(``_AsyncSend``). ``producer`` re-exports the public ones."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from rocketlite.client.errors import MQBrokerError, MQClientError
+from rocketlite.client.message import Message
+from rocketlite.client.route import TopicPublishInfo
+from rocketlite.client.send_codec import ResultReader, SendFrame, SendFramePy
+from rocketlite.formats.javahash import java_string_hash
+from rocketlite.protocol.bodies import MessageQueue
+from rocketlite.protocol.codes import ResponseCode
+from rocketlite.protocol.command import RemotingCommand
+
+if TYPE_CHECKING:
+    from rocketlite.client.producer import Producer
+
+MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]
+
+
+def select_by_hash(queues: Sequence[MessageQueue], msg: Message, arg: Any) -> MessageQueue:
+    """Java's ``SelectMessageQueueByHash``: ``abs(arg.hashCode()) % n`` (Java's hash for strings
+    and ints, so Python and Java producers put a sharding key on the same queue)."""
+    h = java_string_hash(arg) if isinstance(arg, str) else hash(arg) & 0x7FFFFFFF
+    return queues[abs(h) % len(queues)]
+
+
+class SendStatus(enum.Enum):
+    SEND_OK = "SEND_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+
+
+_STATUS_BY_CODE = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+
+# DefaultMQProducer.retryResponseCodes: broker answers worth another broker.
+RETRY_CODES = frozenset({
+    ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.SYSTEM_ERROR,
+    ResponseCode.SYSTEM_BUSY, ResponseCode.NO_PERMISSION, ResponseCode.NO_BUYER_ID,
+    ResponseCode.NOT_IN_CURRENT_UNIT,
+})
+
+
+@dataclass(slots=True, frozen=True)
+class SendResult:
+    """``msg_id`` is the UNIQ_KEY (comma-joined for a batch); ``offset_msg_id`` the broker's id."""
+
+    status: SendStatus
+    msg_id: str
+    offset_msg_id: str
+    queue: MessageQueue
+    queue_offset: int
+    transaction_id: str | None = None
+    region_id: str | None = None
+
+
+@dataclass(slots=True)
+class _Prepared:
+    """A message encoded once, whatever queue and retry it goes to."""
+
+    topic: str
+    body: bytes
+    properties: str
+    sys_flag: int
+    flag: int
+    uniq_key: str
+    batch: bool = False
+    wire: bytes = b""  # the UTF-8 of ``properties``, for the send frames
+
+
+class _Lanes:
+    """A topic's send frame templates (``SendFrame``), made once per ``TopicPublishInfo`` (so
+    again when a route update replaces it): ``lanes[i]`` is ``info.queues[i]`` and its template;
+    ``frame`` finds or makes one for a queue picked another way (a retry, fault avoidance)."""
+
+    __slots__ = ("by_queue", "create_topic_key", "default_queue_nums", "group", "info", "lanes")
+
+    def __init__(self, info: TopicPublishInfo | None, group: str, create_topic_key: str,
+                 default_queue_nums: int) -> None:
+        self.info = info
+        self.group = group
+        self.create_topic_key = create_topic_key
+        self.default_queue_nums = default_queue_nums
+        self.by_queue: dict[tuple[str, int], SendFramePy] = {}
+        self.lanes: list[tuple[MessageQueue, SendFramePy]] = (
+            [] if info is None else [(mq, self.frame(mq)) for mq in info.queues])
+
+    def frame(self, mq: MessageQueue) -> SendFramePy:
+        key = (mq.brokerName, mq.queueId)
+        frame = self.by_queue.get(key)
+        if frame is None:
+            if len(self.by_queue) >= 4096:
+                self.by_queue.clear()
+            frame = self.by_queue[key] = SendFrame(self.group, mq.topic, self.create_topic_key,
+                                                   self.default_queue_nums, mq.queueId, mq.brokerName,
+                                                   False)
+        return frame
+
+
+_READER = ResultReader(SendResult, MessageQueue)
+
+
+class _AsyncSend:
+    """The ``ReplyWaiter`` of one async send attempt."""
+
+    __slots__ = ("addr", "fut", "mq", "p", "producer", "retries", "started")
+
+    def __init__(self, producer: Producer, p: _Prepared, fut: asyncio.Future[SendResult], retries: int,
+                 mq: MessageQueue, addr: str, started: float) -> None:
+        self.producer = producer
+        self.p = p
+        self.fut = fut
+        self.retries = retries
+        self.mq = mq
+        self.addr = addr
+        self.started = started
+
+    def reply_received(self, result: RemotingCommand | BaseException) -> None:
+        producer = self.producer
+        if result.__class__ is RemotingCommand:
+            fut = self.fut
+            status = _STATUS_BY_CODE.get(result.code)  # type: ignore[call-overload]
+            sent = None if status is None else _READER.read(
+                result.ext_fields, status, self.p.uniq_key, self.mq)
+            if sent is None:  # an error code or a malformed reply: _result raises which
+                try:
+                    producer._result(result, self.p, self.mq, self.addr)
+                except (MQBrokerError, MQClientError) as e:
+                    producer._async_done(self.p, fut, self.retries, self.mq, self.addr, self.started,
+                                         None, e)
+                return
+            producer._inflight -= 1
+            if producer.fault is not None:
+                producer._fault(self.mq.brokerName, self.started, isolation=False)
+            if not fut.done():
+                fut.set_result(sent)
+            if producer._backlog or not producer._inflight:
+                producer._next_from_backlog()
+        else:
+            producer._async_done(self.p, self.fut, self.retries, self.mq, self.addr, self.started,
+                                 None, result)  # type: ignore[arg-type]
+
+
+def _packed_ipv4(ip: str) -> bytes:
+    try:
+        parts = bytes(int(x) for x in ip.split("."))
+    except ValueError:
+        return b"\x7f\x00\x00\x01"
+    return parts if len(parts) == 4 else b"\x7f\x00\x00\x01"

@@ -7,10 +7,15 @@ same signature and the same bytes (``tests/unit/native/test_record_twin.py``).
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Sequence
+from itertools import accumulate, repeat
+from operator import and_, attrgetter
 
 from rocketlite.common import native
 from rocketlite.formats import message_record as rec
+
+_size = attrgetter("size")
 
 
 def _encode_batch_py(bodies: Sequence[bytes], props: Sequence[bytes], flags: Sequence[int] | None,
@@ -20,17 +25,23 @@ def _encode_batch_py(bodies: Sequence[bytes], props: Sequence[bytes], flags: Seq
     offset ``queue_offset + i - lo`` and starts at CommitLog ``offset`` plus the sizes before it.
     ``mid`` is fields 8-14 (``batch_mid``), ``magic`` the 4-byte magic code, ``topic_block``
     field 16 (``topic_block``); ``flags`` None means 0 for every record."""
-    out = []
-    for i in range(lo, hi):
-        body, p = bodies[i], props[i]
-        st = rec.batch_struct(len(mid), len(body), len(topic_block), len(p))
-        out.append(st.pack(
-            st.size, magic, rec.crc32(body) & 0x7FFFFFFF, queue_id,
-            0 if flags is None else flags[i], queue_offset + i - lo, offset, mid, len(body), body,
-            topic_block, len(p), p,
-        ))
-        offset += st.size
-    return b"".join(out)
+    k = hi - lo
+    bs, ps = bodies[lo:hi], props[lo:hi]
+    blens = list(map(len, bs))
+    plens = list(map(len, ps))
+    if k and blens.count(blens[0]) == k and plens.count(plens[0]) == k:  # one shape: one Struct
+        structs = [rec.batch_struct(len(mid), blens[0], len(topic_block), plens[0])] * k
+    else:
+        structs = list(map(rec.batch_struct, repeat(len(mid), k), blens,
+                           repeat(len(topic_block), k), plens))
+    sizes = list(map(_size, structs))
+    return b"".join(map(
+        struct.Struct.pack, structs, sizes, repeat(magic, k),
+        map(and_, map(rec.crc32, bs), repeat(0x7FFFFFFF)), repeat(queue_id, k),
+        repeat(0, k) if flags is None else flags[lo:hi], range(queue_offset, queue_offset + k),
+        accumulate(sizes, initial=offset), repeat(mid, k), blens, bs, repeat(topic_block, k),
+        plens, ps,
+    ))
 
 
 encode_batch: Callable[..., bytes] = _encode_batch_py

@@ -9,11 +9,14 @@ Measures, in one run on this machine:
     and the end-to-end rate (messages / (append time + lag)),
   * recovery time of a 1 GiB CommitLog after a crash (abort file present, full CRC re-verify).
 
-Usage: python bench/store_bench.py [--quick] [--dir DIR] [--json OUT] [--only append|recovery]
-                                   [--recovery-mib N]
+  * CPU time per message (``time.process_time``, steadier than the wall clock on a shared
+    machine) of ``put_batch`` of 128 B and of dispatching it, without and with UNIQ_KEY.
+
+Usage: python bench/store_bench.py [--quick] [--dir DIR] [--json OUT]
+                                   [--only append|recovery|cpu] [--recovery-mib N]
 
 ``--only recovery`` skips the disk and append rows; the recovery figure also gives the CPU time
-of the start (``time.process_time``), steadier than the wall clock on a shared machine.
+of the start.
 """
 
 from __future__ import annotations
@@ -137,6 +140,38 @@ def bench_append(root: Path, flush: str, body_size: int, topics: int, total_byte
             "dispatch_s": lag, "messages": done, "end_to_end_msgs_per_s": done / (dt + lag)}
 
 
+def bench_cpu(root: Path, uniq_keys: bool, batches: int = 1000, batch: int = 256
+              ) -> dict[str, float]:
+    """CPU time per message (``time.process_time``: steady on a shared machine, unlike the wall
+    clock) of ``put_batch`` of 128 B bodies with the dispatcher stopped and inline dispatch off,
+    then of dispatching all of it alone (from the appends' hints, as live dispatch does)."""
+    shutil.rmtree(root, ignore_errors=True)
+    bodies = [os.urandom(128) for _ in range(batch)]
+
+    def props(i: int) -> bytes:
+        d = {"TAGS": "TagA"}
+        if uniq_keys:
+            d["UNIQ_KEY"] = f"{i:032X}"
+        return encode_properties(d).encode()
+
+    b = MessageBatch(topic="CpuTopic", queue_id=0, bodies=bodies,
+                     properties=[props(i) for i in range(batch)])
+    with MessageStore(make_config(root, "ASYNC_FLUSH", index=uniq_keys)) as store:
+        store.put_batch(b)
+        store.dispatcher.dispatch_available(store.commitlog.max_offset)
+        store.dispatcher.shutdown()
+        setattr(store.dispatcher, "dispatch_inline", lambda: None)  # noqa: B010 - the bench's own
+        c0 = time.process_time()
+        for _ in range(batches):
+            store.put_batch(b)
+        c1 = time.process_time()
+        store.dispatcher.dispatch_available(store.commitlog.max_offset)
+        c2 = time.process_time()
+    shutil.rmtree(root, ignore_errors=True)
+    n = batches * batch
+    return {"append_us_per_msg": 1e6 * (c1 - c0) / n, "dispatch_us_per_msg": 1e6 * (c2 - c1) / n}
+
+
 def bench_recovery(root: Path, size: int) -> dict[str, float]:
     shutil.rmtree(root, ignore_errors=True)
     body = os.urandom(1024)
@@ -166,8 +201,9 @@ def main() -> None:
                     help="run each measurement at least this long (default 3, --quick 0.5)")
     ap.add_argument("--uniq-keys", action="store_true",
                     help="give every message a UNIQ_KEY and build the IndexFile, as clients do")
-    ap.add_argument("--only", choices=("append", "recovery"), default=None,
-                    help="run only the append rows or only the recovery figure")
+    ap.add_argument("--only", choices=("append", "recovery", "cpu"), default=None,
+                    help="run only the append rows, the recovery figure, or the CPU figures "
+                         "(put_batch and dispatch per message, process time)")
     ap.add_argument("--recovery-mib", type=int, default=None,
                     help="CommitLog size for the recovery figure (default 1024, --quick 128)")
     args = ap.parse_args()
@@ -176,9 +212,17 @@ def main() -> None:
     volume = 64 * MiB if args.quick else 512 * MiB
     min_s = args.min_seconds if args.min_seconds is not None else (0.5 if args.quick else 3.0)
     out: dict[str, object] = {}
-    if args.only != "recovery":
+    if args.only in (None, "cpu"):
+        for uniq in (False, True):
+            cpu = bench_cpu(base / "store", uniq)
+            out[f"cpu{'_uniq_keys' if uniq else ''}"] = cpu
+            print(f"CPU per message, put_batch of 256 x 128 B{' with UNIQ_KEY' if uniq else ''}: "
+                  f"append {cpu['append_us_per_msg']:.3f} us "
+                  f"({1 / cpu['append_us_per_msg']:.2f}M/s), dispatch alone "
+                  f"{cpu['dispatch_us_per_msg']:.3f} us", flush=True)
+    if args.only in (None, "append"):
         out["append"] = append_rows(base, volume, min_s, args.batch, args.uniq_keys, out)
-    if args.only != "append":
+    if args.only in (None, "recovery"):
         mib = args.recovery_mib or (128 if args.quick else 1024)
         rec = bench_recovery(base / "store", mib * MiB)
         out["recovery"] = rec

@@ -74,7 +74,10 @@ class GetMessageResult:
         return out
 
 
-def _gather_py(segment: mmap.mmap | bytes, spans: list[int]) -> bytes:
+Segment = memoryview | mmap.mmap | bytes
+
+
+def _gather_py(segment: Segment, spans: list[int]) -> bytes:
     """The byte ranges ``spans`` (flat ``[start, size, ...]``) of ``segment``, back to back."""
     view = memoryview(segment)
     limit = len(view)
@@ -92,7 +95,7 @@ def _gather_py(segment: mmap.mmap | bytes, spans: list[int]) -> bytes:
 
 
 _c = native.load("rocketlite.store._gather_c")
-gather: Callable[[mmap.mmap | bytes, list[int]], bytes] = _c.gather if _c is not None else _gather_py
+gather: Callable[[Segment, list[int]], bytes] = _c.gather if _c is not None else _gather_py
 
 
 def _out_of_range(cq: ConsumeQueue, offset: int) -> GetMessageResult | None:
@@ -112,15 +115,20 @@ def _out_of_range(cq: ConsumeQueue, offset: int) -> GetMessageResult | None:
 class _SegmentReader:
     """Collects the records of one pull, keeping the segment the last one came from: the records
     of a queue are mostly in one segment, so most reads are one bounds check and two appends;
-    the bytes are copied once, segment by segment, by ``gather``."""
+    the bytes are copied once, segment by segment, by ``gather``.
 
-    __slots__ = ("base", "chunks", "cl", "end", "mm", "spans")
+    The reader holds a memoryview of each segment it reads until ``release``: retention closing
+    that segment meanwhile leaves the mapping alive for it (``MappedFile.close`` lets a holder's
+    view outlive the close), so the records found are still there when they are copied."""
+
+    __slots__ = ("base", "chunks", "cl", "end", "spans", "view", "views")
 
     def __init__(self, cl: CommitLog) -> None:
         self.cl = cl
         self.base, self.end = 0, -1
-        self.mm: mmap.mmap | bytes = b""
-        self.spans: list[int] = []  # start, size within ``mm``
+        self.view = memoryview(b"")
+        self.views: list[memoryview] = []
+        self.spans: list[int] = []  # start, size within ``view``
         self.chunks: list[bytes] = []  # what earlier segments gave
 
     def read(self, phys: int, size: int) -> bool:
@@ -131,8 +139,13 @@ class _SegmentReader:
             mf = self.cl.files.find(phys)
             if mf is None:
                 return False
+            try:
+                view = memoryview(mf.mm)
+            except ValueError:  # closed by retention since ``find``
+                return False
             self._cut()
-            self.base, self.end, self.mm = mf.file_from_offset, mf.committed, mf.mm
+            self.views.append(view)
+            self.base, self.end, self.view = mf.file_from_offset, mf.committed, view
             rel = phys - self.base
             if rel + size > self.end:
                 return False
@@ -141,13 +154,26 @@ class _SegmentReader:
 
     def _cut(self) -> None:
         if self.spans:
-            self.chunks.append(gather(self.mm, self.spans))
+            self.chunks.append(gather(self.view, self.spans))
             self.spans = []
 
     def body(self) -> bytes:
         self._cut()
         chunks = self.chunks
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def release(self) -> None:
+        for view in self.views:
+            view.release()
+        self.views.clear()
+        self.view = memoryview(b"")
+
+    def finish(self) -> bytes:
+        """The records taken, back to back (empty for none); the views are released."""
+        try:
+            return self.body()
+        finally:
+            self.release()
 
 
 def get_message(
@@ -210,8 +236,8 @@ def get_message(
             total += size
             next_offset += 1
     result.next_begin_offset = next_offset
+    result.body = reader.finish()
     if sizes:
-        result.body = reader.body()
         result.status = st.FOUND
     elif removing:
         result.status = st.MESSAGE_WAS_REMOVING

@@ -14,7 +14,9 @@ Scenarios:
            templates outside the timed part; the client's CPU per message (``process_time``)
            over ``--messages`` messages in rounds of ``--window``. Run alone (not with the
            others). For a figure that does not move with the machine's load, count instructions:
-           valgrind --tool=callgrind at two ``--messages`` values, the difference per message.
+           valgrind --tool=callgrind at two ``--messages`` values (4000, 14000, after a warm-up
+           run), the difference per message. ``broker_bench`` puts ITS tree's src first on
+           sys.path: to measure another tree, run that tree's bench/client_bench.py.
 """
 
 from __future__ import annotations

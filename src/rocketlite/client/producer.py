@@ -427,12 +427,17 @@ class Producer:
             await self._idle.wait()
 
     def _launch(self, p: _Prepared, fut: asyncio.Future[SendResult], retries: int, last: str | None) -> None:
+        """Send ``p`` now. Never raises: it runs from reply waiters and the backlog, so a send
+        that cannot go fails its future. While ``shutdown`` waits for the sends in flight, the
+        backlog still goes out on the open instance."""
+        inst = self.instance
+        if inst is None:
+            if not fut.done():
+                fut.set_exception(MQClientError("the producer is not started (await producer.start())"))
+            return
         self._inflight += 1
         if self._inflight == 1 and self._idle is not None:  # set only when none was in flight
             self._idle.clear()
-        inst = self.instance if self._started else None
-        if inst is None:
-            inst = self._instance()  # raises
         info = self._infos.get(p.topic)
         if info is not None and not p.batch:
             lanes = self._lanes.get(p.topic)

@@ -264,14 +264,16 @@ class Connection(asyncio.Protocol):
             self._sweeper.cancel()
             self._sweeper = None
         err = RemotingError(f"connection to {self.peer} closed" + (f": {exc}" if exc else ""))
-        self._pending.fail_all(err)
-        if self._can_write is not None:
-            self._can_write.set()
-        if self._closed_fut is not None and not self._closed_fut.done():
-            self._closed_fut.set_result(None)
-        self._release()
-        if self.on_close is not None:
-            self.on_close(self)
+        try:
+            self._pending.fail_all(err)
+        finally:
+            if self._can_write is not None:
+                self._can_write.set()
+            if self._closed_fut is not None and not self._closed_fut.done():
+                self._closed_fut.set_result(None)
+            self._release()
+            if self.on_close is not None:
+                self.on_close(self)
 
     def _release(self) -> None:
         """Drop what this connection buffers; held pulls may keep the object alive a while."""
@@ -513,8 +515,12 @@ class Connection(asyncio.Protocol):
     def _sweep(self) -> None:
         """Fail the requests whose deadline passed; drop answered ones from the FIFOs' fronts."""
         self._sweeper = None
-        if self._pending.sweep(_now(), self.peer):
-            self._sweeper = asyncio.get_running_loop().call_later(TIMEOUT_SWEEP, self._sweep)
+        watching = True
+        try:
+            watching = self._pending.sweep(_now(), self.peer)
+        finally:
+            if watching:
+                self._sweeper = asyncio.get_running_loop().call_later(TIMEOUT_SWEEP, self._sweep)
 
     def send_oneway(self, cmd: RemotingCommand) -> None:
         cmd.flag |= 0x2

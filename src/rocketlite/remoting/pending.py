@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import itertools
+import logging
 from typing import Protocol
 
 from rocketlite.common.errors import RemotingTimeoutError
@@ -24,7 +25,17 @@ from rocketlite.protocol.command import RemotingCommand
 
 __all__ = ["FutureWaiter", "PendingTable", "ReplyWaiter", "next_opaque"]
 
+log = logging.getLogger(__name__)
 _opaques = itertools.count(1)
+
+
+def _deliver(waiter: ReplyWaiter, result: RemotingCommand | BaseException) -> None:
+    """Call a waiter; what it raises is logged, never let into the connection's own work (a
+    read, a sweep, a close) where it would cut short the other waiters."""
+    try:
+        waiter.reply_received(result)
+    except Exception:
+        log.exception("a reply waiter (%s) failed", type(waiter).__name__)
 
 
 def next_opaque() -> int:
@@ -80,7 +91,7 @@ class PendingTable:
         """Hand ``reply`` to its waiter, if one still waits for it."""
         waiter = self.waiters.pop(reply.opaque, None)
         if waiter is not None:
-            waiter.reply_received(reply)
+            _deliver(waiter, reply)
 
     def sweep(self, now: float, peer: str) -> bool:
         """Fail the requests whose deadline passed, drop answered ones from the FIFOs' fronts;
@@ -95,7 +106,7 @@ class PendingTable:
                         break
                     waiter = waiters.pop(opaque)
                     fifo.popleft()
-                    waiter.reply_received(RemotingTimeoutError(
+                    _deliver(waiter, RemotingTimeoutError(
                         f"no response from {peer} to request {code} within {timeout:.3f} s"))
                 else:
                     fifo.popleft()
@@ -110,4 +121,4 @@ class PendingTable:
         waiters, self.waiters = self.waiters, {}
         self.fifos.clear()
         for waiter in waiters.values():
-            waiter.reply_received(err)
+            _deliver(waiter, err)

@@ -13,8 +13,10 @@ from brokerhelp import pull_queue
 from rocketlite.client.errors import MQBrokerError, MQClientError
 from rocketlite.client.message import Message, decode_messages
 from rocketlite.client.producer import Producer, SendStatus, select_by_hash
+from rocketlite.common.errors import RemotingError
 from rocketlite.formats.message_record import SYSFLAG_COMPRESSED
 from rocketlite.protocol.codes import ResponseCode
+from rocketlite.protocol.command import RemotingCommand
 from rocketlite.remoting.client import RemotingClient
 
 pytestmark = pytest.mark.integration
@@ -204,3 +206,46 @@ async def test_async_broker_refusal_carries_its_code(cluster: Cluster) -> None:
             assert e.value.code in (ResponseCode.NO_PERMISSION, ResponseCode.TOPIC_NOT_EXIST)
         assert "SCHEDULE_TOPIC_XXXX" in p._lanes
         assert p._inflight == 0
+
+
+async def test_shutdown_with_a_backlog_completes_every_send_and_closes(cluster: Cluster) -> None:
+    p = Producer("PG", namesrv_addr=cluster.ns_addr, async_window=64, async_backlog=2000)
+    await p.start()
+    await p.send(Message("TShut", b"route"))  # the route is known: sends take the fast path
+    futs = [p.send_async(Message("TShut", b"m%d" % i)) for i in range(1000)]
+    await asyncio.wait_for(p.shutdown(), 30)  # no flush first: the backlog drains during it
+    assert all(f.done() for f in futs)
+    assert all(f.result().status is SendStatus.SEND_OK for f in futs)
+    assert len(await stored(cluster, "TShut")) == 1001
+
+
+async def test_a_failing_waiter_does_not_stop_the_others_or_the_close(cluster: Cluster) -> None:
+    from rocketlite.protocol.codes import RequestCode
+    from rocketlite.remoting.pending import FutureWaiter, next_opaque
+
+    class Boom:
+        def reply_received(self, result: object) -> None:
+            raise RuntimeError("a waiter's own bug")
+
+    client = RemotingClient()
+    conn = await client.connection(cluster.ns_addr)
+    loop = asyncio.get_running_loop()
+    futs = []
+    for i in range(4):
+        waiter = Boom() if i % 2 == 0 else FutureWaiter(fut := loop.create_future())
+        if i % 2:
+            futs.append(fut)
+        cmd = RemotingCommand.request(int(RequestCode.GET_KV_CONFIG), {"namespace": "x", "key": "k"})
+        cmd.opaque = next_opaque()
+        conn.send_request(cmd.encode(), b"", cmd.opaque, cmd.code, 5.0, waiter)  # type: ignore[arg-type]
+    replies = await asyncio.wait_for(asyncio.gather(*futs), 5)  # read past the failing waiters
+    assert all(isinstance(r, RemotingCommand) for r in replies)
+    pending = [Boom(), FutureWaiter(last := loop.create_future()), Boom()]
+    for waiter in pending:  # requests the NameServer never answers: the close fails them all
+        cmd = RemotingCommand.request(int(RequestCode.GET_KV_CONFIG), {"namespace": "x", "key": "k"})
+        conn.send_request(b"", b"", next_opaque(), cmd.code, 60.0, waiter)  # type: ignore[arg-type]
+    conn.abort()
+    await asyncio.wait_for(conn.wait_closed(), 5)  # the close went through every waiter
+    with pytest.raises(RemotingError):
+        await last
+    await client.close()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from test_broker import TIMEOUT, Env, running
 
+from remotinghelp import connect, written
 from rocketlite.protocol.bodies import TopicConfig
 from rocketlite.protocol.codes import RequestCode, ResponseCode, SerializeType
 from rocketlite.protocol.command import FrameDecoder, RemotingCommand
@@ -112,3 +113,45 @@ async def test_sends_off_the_usual_path_are_checked_as_before(tmp_path: Path) ->
         assert delayed is not None and delayed.topic == "SCHEDULE_TOPIC_XXXX"  # diverted
         store = env.broker.store
         assert store.look_message(int(got[2].ext_fields["msgId"][-16:], 16)).queue_id == 3  # type: ignore[union-attr]
+
+
+async def test_one_producer_is_answered_at_its_reads_end_many_share_an_append(
+        tmp_path: Path) -> None:
+    """A connection whose sends came alone last time is answered within its read (no loop hop);
+    connections read in the same loop iteration share one append, answered after it."""
+    async with running(tmp_path / "store") as env:
+        store = env.broker.store
+        calls: list[int] = []
+        put = store.put_messages
+
+        def counting(msgs: Sequence[MessageToStore]):  # type: ignore[no-untyped-def]
+            calls.append(len(msgs))
+            return put(msgs)
+
+        store.put_messages = counting  # type: ignore[method-assign]
+        a, b = env.broker.server._make_connection(), env.broker.server._make_connection()
+        ta, tb = connect(a), connect(b)
+        a.data_received(b"".join(frame(i, b"a") for i in range(3)))
+        assert ta.writes == []  # a new producer: appended at the end of the loop iteration
+        await asyncio.sleep(0)
+        assert calls == [3] and len(ta.writes) == 1
+        for n in (2, 5):  # now alone: appended and answered at the end of each read
+            a.data_received(b"".join(frame(i, b"a") for i in range(n)))
+            assert calls[-1] == n and len(written(ta)) == 3 + (2 if n == 5 else 0) + n
+        calls.clear()
+        b.data_received(frame(50, b"b"))  # another producer: waits for the iteration's end
+        a.data_received(frame(51, b"a"))  # ... and a's send joins its append
+        assert calls == [] and len(tb.writes) == 0
+        await asyncio.sleep(0)
+        assert calls == [2]
+        assert [r.opaque for r in written(tb)] == [50]
+        assert written(ta)[-1].opaque == 51
+        assert all(r.code == ResponseCode.SUCCESS for r in written(ta) + written(tb))
+        a.data_received(frame(60, b"a"))  # the last batch was shared: a waits again
+        assert calls == [2]
+        await asyncio.sleep(0)
+        assert calls == [2, 1] and written(ta)[-1].opaque == 60
+        a.data_received(frame(61, b"a"))  # alone again: answered within its read
+        assert calls == [2, 1, 1] and written(ta)[-1].opaque == 61
+        for conn in (a, b):  # fake transports: nothing tells the broker they closed
+            conn.connection_lost(None)

@@ -101,6 +101,9 @@ class SendProcessor:
         self._msgs: list[MessageToStore] = []
         self._pending: list[tuple[Connection, RemotingCommand, int]] = []
         self._scheduled = False
+        self._batch_conn: Connection | None = None  # the connection of the batch's first send
+        self._mixed = False  # the batch has sends of other connections too
+        self._alone: Connection | None = None  # the previous batch came from it alone
         self._diverters = broker.diverters
         self.refresh_store_address()
 
@@ -181,8 +184,9 @@ class SendProcessor:
         ))
         self._pending.append((conn, cmd, queue_id))
         if not self._scheduled:
-            self._scheduled = True
-            conn.at_read_end(self._append_pending)
+            self._schedule(conn)
+        elif conn is not self._batch_conn:
+            self._mixed = True
         return None
 
     def _send(self, conn: Connection, cmd: RemotingCommand, h: SendMessageRequestHeader,
@@ -221,14 +225,31 @@ class SendProcessor:
         self._msgs.append(msg)
         self._pending.append((conn, cmd, queue_id))
         if not self._scheduled:
-            self._scheduled = True
-            conn.at_read_end(self._append_pending)
+            self._schedule(conn)
+        elif conn is not self._batch_conn:
+            self._mixed = True
         return None
+
+    def _schedule(self, conn: Connection) -> None:
+        """Arrange the append of the batch that ``conn``'s send starts. When the previous batch
+        came from this connection alone (one producer, or one busy one), at the end of this
+        read: no loop hop between the read and its replies. Otherwise, at the end of this loop
+        iteration, so that the sends of every connection read in it share the append (the
+        store's cost per call is not paid per connection)."""
+        self._scheduled = True
+        self._batch_conn = conn
+        self._mixed = False
+        if conn is self._alone:
+            conn.at_read_end(self._append_pending)
+        else:
+            asyncio.get_running_loop().call_soon(self._append_pending)
 
     def _append_pending(self) -> None:
         pending, self._pending = self._pending, []
         msgs, self._msgs = self._msgs, []
         self._scheduled = False
+        self._alone = None if self._mixed else self._batch_conn
+        self._batch_conn = None
         try:
             put = self.store.put_messages(msgs)
         except MessageIllegalError:

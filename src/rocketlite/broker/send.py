@@ -169,7 +169,7 @@ class SendProcessor:
                   ) -> Reply:
         """A single message. The usual one (its topic exists and takes writes, the broker too,
         its queue id is a write queue, nothing may divert it) is queued here in one call, for
-        the append at the read's end; any other goes through ``_send``'s checks one by one."""
+        the batch's append; any other goes through ``_send``'s checks one by one."""
         topic = h.topic
         tc = self.topics.table.get(topic)
         queue_id = h.queueId
@@ -214,8 +214,8 @@ class SendProcessor:
 
     def _put_one(self, conn: Connection, cmd: RemotingCommand, h: SendMessageRequestHeader,
                  queue_id: int) -> Reply:
-        """Queue the message; every send of this read is appended with one CommitLog append in
-        ``_append_pending`` at the read's end, and answered then, in one write."""
+        """Queue the message for the batch's one CommitLog append (``_append_pending``, when
+        ``_schedule`` says), answered after it."""
         msg = MessageToStore(
             h.topic, cmd.body, queue_id, h.flag, h.properties or "", h.sysFlag, h.bornTimestamp,
             conn.peer_host, conn.peer_port, h.reconsumeTimes or 0,

@@ -56,6 +56,7 @@ log = logging.getLogger(__name__)
 MAX_BATCH_MESSAGES = 100_000
 REGION = "DefaultRegion"
 _JSON = int(SerializeType.JSON)
+_ROCKETMQ = int(SerializeType.ROCKETMQ)
 
 Reply = RemotingCommand | Awaitable[RemotingCommand | None] | None
 # conn, request, queue id, CommitLog offset, queue offset, msg id (a batch's list, else None)
@@ -302,25 +303,34 @@ class SendProcessor:
 
     def _answer_ok(self, held: list[Held]) -> None:
         """Success replies, one write per run of replies to a connection: the pre-encoded
-        frames for single sends in JSON, else the generic reply (the binary header, or a
-        batch's list of ids)."""
-        frames = self._ok_frames.frames
-        to: Connection | None = None  # where ``ok`` and ``other`` go
-        ok: list[tuple[int, int, int, int]] = []
+        frames for single sends (JSON or ROCKETMQ headers), else the generic reply (a batch's
+        list of ids)."""
+        to: Connection | None = None  # where the runs go
+        ok: list[tuple[int, int, int, int]] = []  # JSON
+        okb: list[tuple[int, int, int, int]] = []  # ROCKETMQ
         other: list[bytes] = []
         for conn, cmd, queue_id, offset, queue_offset, msg_id in held:
             if conn is not to:
                 if to is not None:
-                    to.send_frames(frames(ok) + other if other else frames(ok))
-                    ok, other = [], []
+                    self._write_run(to, ok, okb, other)
+                    ok, okb, other = [], [], []
                 to = conn
             if msg_id is None and cmd.serialize_type == _JSON:
                 ok.append((cmd.opaque, queue_id, offset, queue_offset))
+            elif msg_id is None and cmd.serialize_type == _ROCKETMQ:
+                okb.append((cmd.opaque, queue_id, offset, queue_offset))
             else:
                 head, body = self._reply(cmd, queue_id, offset, queue_offset, msg_id).encode_parts()
                 other.append(head + body if body else head)
         if to is not None:
-            to.send_frames(frames(ok) + other if other else frames(ok))
+            self._write_run(to, ok, okb, other)
+
+    def _write_run(self, to: Connection, ok: list[tuple[int, int, int, int]],
+                   okb: list[tuple[int, int, int, int]], other: list[bytes]) -> None:
+        frames = self._ok_frames.frames(ok) if ok else []
+        if okb:
+            frames += self._ok_frames.binary_frames(okb)
+        to.send_frames(frames + other if other else frames)
 
     def _answer_when_flushed(self, held: list[Held], flushed: Future[None] | None) -> None:
         """Answer ``held`` sends now (ASYNC_FLUSH, or already durable) or once the group commit

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rocketlite.formats.message_id import encode_message_id
-from rocketlite.protocol.codes import ResponseCode
+from rocketlite.protocol.codes import ResponseCode, SerializeType
 from rocketlite.protocol.command import RemotingCommand, decode_frame
 from rocketlite.protocol.replies import SendOkFrames
 
@@ -15,9 +15,11 @@ HOSTS = st.sampled_from([b"\x7f\x00\x00\x01", b"\x0a\x00\x00\xfe", bytes(range(1
 
 
 def generic(host: bytes, port: int, region: str, trace_on: bool, opaque: int, queue_id: int,
-            commit_log_offset: int, queue_offset: int) -> bytes:
+            commit_log_offset: int, queue_offset: int,
+            serialize_type: SerializeType = SerializeType.JSON) -> bytes:
     request = RemotingCommand.request(310, {})
     request.opaque = opaque
+    request.serialize_type = serialize_type
     return request.response(ResponseCode.SUCCESS, None, {
         "msgId": encode_message_id(host, port, commit_log_offset),
         "queueId": str(queue_id),
@@ -69,3 +71,21 @@ def test_batch_message_ids_of_a_large_batch() -> None:
     for _ in range(2):
         assert frames.message_ids(offsets) == ",".join(
             encode_message_id(host, 10911, off) for off in offsets)
+
+
+@given(host=HOSTS, port=st.integers(0, 65535), opaque=INT32, queue_id=st.integers(0, 2**31 - 1),
+       commit_log_offset=st.integers(0, 2**63 - 1), queue_offset=st.integers(0, 2**63 - 1),
+       region=st.sampled_from(["DefaultRegion", 'a "quoted" 100% región\x01']),
+       trace_on=st.booleans())
+def test_binary_send_ok_frame_equals_the_generic_encoding(
+    host: bytes, port: int, opaque: int, queue_id: int, commit_log_offset: int,
+    queue_offset: int, region: str, trace_on: bool,
+) -> None:
+    frames = SendOkFrames(host, port, region, trace_on)
+    frame = frames.binary_frame(opaque, queue_id, commit_log_offset, queue_offset)
+    assert frame == generic(host, port, region, trace_on, opaque, queue_id, commit_log_offset,
+                            queue_offset, SerializeType.ROCKETMQ)
+    reply = decode_frame(frame[4:])
+    assert reply.is_response and reply.opaque == opaque and reply.serialize_type == SerializeType.ROCKETMQ
+    many = [(opaque, queue_id, commit_log_offset, queue_offset)] * 3
+    assert b"".join(frames.binary_frames(many)) == frame * 3

@@ -226,9 +226,9 @@ def report(meta: dict[str, Any], runs: list[dict[str, Any]], rows: list[Row], si
         md += [f"## {rep.fmt_size(size)} bodies", "", rep.markdown_table(rep.HEADERS, body), ""]
     targets = rep.target_rows(summary, sizes, LABELS)
     if targets:
-        text += ["\nTargets (issue 18: for a later compiled core)",
+        text += ["\nTargets (issue 18)",
                  rep.text_table(rep.TARGET_HEADERS, targets)]
-        md += ["## Targets (issue 18, for a later compiled core)", "",
+        md += ["## Targets (issue 18)", "",
                "ASYNC_FLUSH publish targets are stated for 128 B; the others for every size.", "",
                rep.markdown_table(rep.TARGET_HEADERS, targets), ""]
     md += ["## What each row is", "", rep.markdown_table(

@@ -491,6 +491,10 @@ class Connection(asyncio.Protocol):
         out.append(head)
         if body:
             out.append(body)
+            if len(body) >= WRITE_ALONE:
+                self._out_big = True
+        elif len(head) >= WRITE_ALONE:  # a whole frame in ``head`` (a large batch)
+            self._out_big = True
         if len(out) >= COALESCE_MAX:
             self._flush_out()
         elif not self._in_read and not self._flush_scheduled:  # _schedule_flush, inline

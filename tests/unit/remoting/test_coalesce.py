@@ -52,3 +52,19 @@ async def test_a_large_body_is_written_alone_between_joined_small_pieces() -> No
     conn.send_oneway(RemotingCommand.request(10, {"i": "4"}))
     await asyncio.sleep(0)
     assert len(transport.writes) == 4  # small ones are joined again afterwards
+
+
+async def test_a_large_request_is_written_alone_too() -> None:
+    from rocketlite.remoting.pending import FutureWaiter, next_opaque
+
+    conn = Connection()
+    transport = connect(conn)
+    loop = asyncio.get_running_loop()
+    big = RemotingCommand.request(320, {"i": "1"}, b"b" * connection.WRITE_ALONE)
+    big.opaque = next_opaque()
+    frame = big.encode()  # a template frame: the body inside the head
+    conn.send_oneway(RemotingCommand.request(10, {"i": "0"}))
+    conn.send_request(frame, b"", big.opaque, 320, 5.0, FutureWaiter(loop.create_future()))
+    await asyncio.sleep(0)
+    assert len(transport.writes) == 2 and any(w is frame for w in transport.writes)
+    conn.abort()

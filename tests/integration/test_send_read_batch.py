@@ -155,3 +155,26 @@ async def test_one_producer_is_answered_at_its_reads_end_many_share_an_append(
         assert calls == [2, 1, 1] and written(ta)[-1].opaque == 61
         for conn in (a, b):  # fake transports: nothing tells the broker they closed
             conn.connection_lost(None)
+
+
+async def test_a_message_that_fails_alone_for_another_reason_is_answered_and_the_rest_stored(
+        tmp_path: Path) -> None:
+    from rocketlite.common.errors import MessageIllegalError
+
+    async with running(tmp_path / "store") as env:
+        store = env.broker.store
+        put = store.put_messages
+
+        def failing(msgs: Sequence[MessageToStore]):  # type: ignore[no-untyped-def]
+            if len(msgs) > 1:
+                raise MessageIllegalError("one of them is illegal")  # the read's append
+            if msgs[0].body == b"boom":
+                raise RuntimeError("a bug in the store")
+            return put(msgs)
+
+        assert (await exchange(env, [frame(1, b"first")]))[1].code == ResponseCode.SUCCESS
+        store.put_messages = failing  # type: ignore[method-assign]
+        got = await exchange(env, [frame(20 + i, b"boom" if i == 1 else b"ok%d" % i)
+                                   for i in range(4)])
+        assert got[21].code == ResponseCode.SYSTEM_ERROR and "a bug in the store" in got[21].remark
+        assert all(got[20 + i].code == ResponseCode.SUCCESS for i in (0, 2, 3))

@@ -283,6 +283,10 @@ class SendProcessor:
         except (DiskFullError, FlushError, StoreClosedError) as e:
             _answer(conn, cmd, ResponseCode.SERVICE_NOT_AVAILABLE, unavailable_remark(e))
             return
+        except Exception as e:  # answered like the read's append: the others still go on
+            log.exception("appending a message alone failed")
+            _answer(conn, cmd, ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
+            return
         self.stats.put_messages += 1
         if not cmd.flag & RPC_ONEWAY:
             r = put.results[0]

@@ -67,6 +67,15 @@ _from_v2_ext = SendMessageRequestHeader.from_v2_ext
 _TXN_MASK = 0x4 | 0x8  # sysFlag: a prepared (0x4) or committed (0x8) transactional message
 
 
+def _message(conn: Connection, cmd: RemotingCommand, h: SendMessageRequestHeader,
+             queue_id: int) -> MessageToStore:
+    """What the store gets for a single send."""
+    return MessageToStore(
+        h.topic, cmd.body, queue_id, h.flag, h.properties or "", h.sysFlag, h.bornTimestamp,
+        conn.peer_host, conn.peer_port, h.reconsumeTimes or 0,
+    )
+
+
 def may_divert(properties: str) -> bool:
     """Whether a message may be stored somewhere other than its topic (a delay level or a timer
     property): a cheap test on the encoded properties (per message: no generator), exact checks
@@ -179,15 +188,7 @@ class SendProcessor:
                 or topic in NOT_ALLOWED_SEND_TOPICS
                 or (self._diverters and (h.sysFlag & _TXN_MASK or may_divert(h.properties or "")))):
             return self._send(conn, cmd, h, False)
-        self._msgs.append(MessageToStore(
-            topic, cmd.body, queue_id, h.flag, h.properties or "", h.sysFlag, h.bornTimestamp,
-            conn.peer_host, conn.peer_port, h.reconsumeTimes or 0,
-        ))
-        self._pending.append((conn, cmd, queue_id))
-        if not self._scheduled:
-            self._schedule(conn)
-        elif conn is not self._batch_conn:
-            self._mixed = True
+        self._queue(conn, cmd, _message(conn, cmd, h, queue_id), queue_id)
         return None
 
     def _send(self, conn: Connection, cmd: RemotingCommand, h: SendMessageRequestHeader,
@@ -217,19 +218,21 @@ class SendProcessor:
                  queue_id: int) -> Reply:
         """Queue the message for the batch's one CommitLog append (``_append_pending``, when
         ``_schedule`` says), answered after it."""
-        msg = MessageToStore(
-            h.topic, cmd.body, queue_id, h.flag, h.properties or "", h.sysFlag, h.bornTimestamp,
-            conn.peer_host, conn.peer_port, h.reconsumeTimes or 0,
-        )
+        msg = _message(conn, cmd, h, queue_id)
         if self._diverters and (h.sysFlag & _TXN_MASK or may_divert(msg.properties)):
             msg = self.broker.divert(msg)
+        self._queue(conn, cmd, msg, queue_id)
+        return None
+
+    def _queue(self, conn: Connection, cmd: RemotingCommand, msg: MessageToStore,
+               queue_id: int) -> None:
+        """Add a send to the batch of the next append, arranging that append if none is."""
         self._msgs.append(msg)
         self._pending.append((conn, cmd, queue_id))
         if not self._scheduled:
             self._schedule(conn)
         elif conn is not self._batch_conn:
             self._mixed = True
-        return None
 
     def _schedule(self, conn: Connection) -> None:
         """Arrange the append of the batch that ``conn``'s send starts. When the previous batch

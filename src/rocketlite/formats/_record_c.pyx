@@ -122,15 +122,31 @@ cdef inline Py_ssize_t _find(const unsigned char* p, Py_ssize_t n, const char* n
     return -1
 
 
+cdef inline int _ascii_tags_hash(const unsigned char* pr, Py_ssize_t plen, uint32_t* h) noexcept:
+    """Java's ``String.hashCode`` of the TAGS value in properties ``pr`` into ``*h``: 1 when it
+    is ASCII, -1 when it is not (the caller takes the pure path), 0 when there is no TAGS."""
+    cdef Py_ssize_t i = _find(pr, plen, "TAGS\x01", 5, True), v
+    cdef uint32_t acc = 0
+    if i < 0:
+        return 0
+    for v in range(i + 5, plen):
+        if pr[v] == 2:
+            break
+        if pr[v] >= 0x80:
+            return -1
+        acc = 31 * acc + pr[v]
+    h[0] = acc
+    return 1
+
+
 def dispatch_plan(buf, Py_ssize_t pos, Py_ssize_t limit):
     cdef Py_buffer view
     cdef const unsigned char* b
     cdef const unsigned char* pr
     cdef int32_t size, qid, sys_flag, blen, txn
-    cdef int64_t qoff, phys, ts, last_ts = 0, end_phys, tag
+    cdef int64_t qoff, phys, ts, last_ts = 0, end_phys
     cdef Py_ssize_t end, t, p, topic_len, props_len, i, v, run_n
     cdef uint32_t h
-    cdef bint bad
     cdef unsigned char unit[20]
     cdef char* dst
     cdef list runs = []
@@ -174,45 +190,16 @@ def dispatch_plan(buf, Py_ssize_t pos, Py_ssize_t limit):
                     break
             pr = b + p + 2
             h = 0
-            bad = False
-            i = _find(pr, props_len, "TAGS\x01", 5, True)
-            if i >= 0:
-                for v in range(i + 5, props_len):
-                    if pr[v] == 2:
-                        break
-                    if pr[v] >= 0x80:
-                        bad = True
-                        break
-                    h = 31 * h + pr[v]
-                if bad:
-                    break
+            if _ascii_tags_hash(pr, props_len, &h) < 0:
+                break
             qid = be_i32(b + pos + 12)
             qoff = be_i64(b + pos + 20)
             phys = be_i64(b + pos + 28)
             ts = be_i64(b + pos + 56)
             end_phys = phys + size
-            unit[0] = (phys >> 56) & 0xFF
-            unit[1] = (phys >> 48) & 0xFF
-            unit[2] = (phys >> 40) & 0xFF
-            unit[3] = (phys >> 32) & 0xFF
-            unit[4] = (phys >> 24) & 0xFF
-            unit[5] = (phys >> 16) & 0xFF
-            unit[6] = (phys >> 8) & 0xFF
-            unit[7] = phys & 0xFF
-            unit[8] = (size >> 24) & 0xFF
-            unit[9] = (size >> 16) & 0xFF
-            unit[10] = (size >> 8) & 0xFF
-            unit[11] = size & 0xFF
-            # tags code: the signed 32-bit hash sign-extended to 64 bits
-            tag = <int64_t><int32_t>h
-            unit[12] = (tag >> 56) & 0xFF
-            unit[13] = (tag >> 48) & 0xFF
-            unit[14] = (tag >> 40) & 0xFF
-            unit[15] = (tag >> 32) & 0xFF
-            unit[16] = (tag >> 24) & 0xFF
-            unit[17] = (tag >> 16) & 0xFF
-            unit[18] = (tag >> 8) & 0xFF
-            unit[19] = tag & 0xFF
+            _be64(<char*>unit, phys)
+            _be32(<char*>unit + 8, <uint32_t>size)
+            _be64(<char*>unit + 12, <int64_t><int32_t>h)  # tags code: the hash sign-extended
             key = (topic, qid)
             run = open_runs.get(key)
             if run is not None:
@@ -314,10 +301,10 @@ def _pure_encode_batch(*args):
 def tags_codes(props):
     """``record_scan._tags_codes_py``: TAGS values in ASCII hashed here, any other by the pure
     ``_tags_code_py``."""
-    cdef Py_ssize_t n = len(props), i, v, plen, k
+    cdef Py_ssize_t n = len(props), plen, k
     cdef const unsigned char* pr
     cdef uint32_t h
-    cdef bint bad
+    cdef int found
     cdef list out = [0] * n
     cdef bytes pb
     pure = None
@@ -325,19 +312,10 @@ def tags_codes(props):
         pb = props[k]
         pr = <const unsigned char*>PyBytes_AS_STRING(pb)
         plen = PyBytes_GET_SIZE(pb)
-        i = _find(pr, plen, "TAGS\x01", 5, True)
-        if i < 0:
+        found = _ascii_tags_hash(pr, plen, &h)
+        if found == 0:
             continue
-        h = 0
-        bad = False
-        for v in range(i + 5, plen):
-            if pr[v] == 2:
-                break
-            if pr[v] >= 0x80:
-                bad = True
-                break
-            h = 31 * h + pr[v]
-        if bad:
+        if found < 0:
             if pure is None:
                 from rocketlite.formats.record_scan import _tags_code_py as pure
             out[k] = pure(pb)

@@ -39,7 +39,6 @@ from rocketlite.store.message import (
     DispatchHint,
     MessageBatch,
     MessageToStore,
-    RecordsHint,
 )
 
 TOPIC_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]+", re.ASCII)  # fullmatch: "$" would allow a "\n"
@@ -85,7 +84,9 @@ class CommitLog:
         self._topics: dict[str, bytes] = {}
         # Appended by batch appends (under ``lock``), popped by the dispatcher only; bounded by
         # a length check, never by eviction, so the dispatcher can peek at the head safely.
-        self.dispatch_hints: deque[DispatchHint | RecordsHint] = deque()
+        # Single-message appends leave none: the dispatcher's compiled plan parses their records
+        # (cheaper than describing each one here and walking the description in Python).
+        self.dispatch_hints: deque[DispatchHint] = deque()
         # Records must leave room for the BLANK record that closes a segment.
         self.max_record_size = config.mapped_file_size_commit_log - rec.END_FILE_MIN_BLANK_LENGTH
 
@@ -211,14 +212,11 @@ class CommitLog:
             queued: list[tuple[str, int]] = []  # queue offsets taken by records not yet written
             chunks: list[bytes] = []
             add_chunk = chunks.append
-            hinted: list[tuple[str, int, int, int, int, bytes, int]] = []
-            add_hinted = hinted.append
             used = 0
             for m, tb, props, st, sys_flag in prepared:
                 size = st.size
                 if size > free - used:
                     self._write(mf, chunks, queued)
-                    self._hint(base + start, base + start + used, hinted, now)
                     self._close_segment(mf)
                     mf = self.files.next_file()
                     mf.write_buffered = self.write_buffered
@@ -226,8 +224,6 @@ class CommitLog:
                     free = mf.file_size - start - rec.END_FILE_MIN_BLANK_LENGTH
                     chunks = []
                     add_chunk = chunks.append
-                    hinted = []
-                    add_hinted = hinted.append
                 if sys_flag & txn_mask in no_queue:
                     qoff = 0
                 else:
@@ -245,10 +241,8 @@ class CommitLog:
                     len(body), body, len(tb), tb, len(props), props,
                 ))
                 used += size
-                add_hinted((m.topic, m.queue_id, qoff, offset, size, props, sys_flag))
                 add_result(AppendResult(offset, size, qoff, now))
             self._write(mf, chunks, queued)
-            self._hint(base + start, base + start + used, hinted, now)
             self.last_store_timestamp = now
         return results
 
@@ -262,12 +256,6 @@ class CommitLog:
                 free = room
             free -= size
         self.files.reserve(rolls)
-
-    def _hint(self, start: int, end: int, records: list[tuple[str, int, int, int, int, bytes, int]],
-              now: int) -> None:
-        """Leave the dispatcher a description of records just written (if there is room)."""
-        if records and len(self.dispatch_hints) < DISPATCH_HINTS_MAX:
-            self.dispatch_hints.append(RecordsHint(start, end, records, now))
 
     def _check_batch(self, b: MessageBatch, blens: list[int], plens: list[int]) -> bytes:
         n = len(blens)

@@ -5,7 +5,9 @@ A background thread walks the CommitLog from ``dispatch_from`` up to a limit: th
 ASYNC_FLUSH, the flushed end under SYNC_FLUSH (so no reader sees a message before it is durable).
 For each record it writes the ConsumeQueue unit at the record's own queue offset and, when enabled,
 index entries for ``topic#key`` of every KEYS entry and of UNIQ_KEY. Runs of records that a batch
-append described (``CommitLog.dispatch_hints``) are dispatched from the hint without re-parsing.
+append described (``CommitLog.dispatch_hints``) are dispatched from the hint without re-parsing;
+everything else (single-message appends, recovery) is parsed, runs of plain records by the
+compiled ``record_scan.dispatch_plan``, one call per run.
 Work goes in rounds of at most 4 MiB: at the end of a round every touched ConsumeQueue writes its
 buffered units (one ``pwrite`` each) and listeners hear ``(topic, queue_id, next_queue_offset)``
 for long polling.
@@ -50,7 +52,7 @@ from rocketlite.store.commitlog import CommitLog
 from rocketlite.store.consume_queue import ConsumeQueue
 from rocketlite.store.dispatch_check import names_queue
 from rocketlite.store.index_service import IndexService
-from rocketlite.store.message import DispatchHint, RecordsHint
+from rocketlite.store.message import DispatchHint
 from rocketlite.store.write_gate import WriteGate
 
 log = logging.getLogger(__name__)
@@ -226,10 +228,7 @@ class Dispatcher:
                     if h.end > readable:
                         break  # not yet flushed (SYNC_FLUSH) or committed (transient pool)
                     # (a run may end past this round's ``end``: the round is that much longer)
-                    if isinstance(h, RecordsHint):
-                        self._dispatch_records(h)
-                    else:
-                        self._dispatch_hint(h)
+                    self._dispatch_hint(h)
                     hints.popleft()
                     start = h.end
                     continue
@@ -291,35 +290,6 @@ class Dispatcher:
             joined = b"\x00".join(props)  # one search over the run instead of one per record
             if _KEYS in joined or _UNIQ in joined:
                 self.index.build_many([h.topic] * n, props, h.offsets, [h.store_timestamp] * n)
-
-    def _dispatch_records(self, h: RecordsHint) -> None:
-        """Dispatch the records a single-message append described: what ``_dispatch_segment``
-        does per record, minus reading and parsing it."""
-        index = self.index
-        cq_of = self.consume_queue  # the store's table: a dict lookup for a known queue
-        touched = self._touched
-        no_queue = (rec.SYSFLAG_TRANSACTION_PREPARED, rec.SYSFLAG_TRANSACTION_ROLLBACK)
-        txn_mask = rec.SYSFLAG_TRANSACTION_MASK
-        store_ts = h.store_timestamp
-        keyed: list[tuple[str, bytes, int]] = []  # indexed together at the end (build_many)
-        for topic, qid, qoff, phys, size, props, sys_flag in h.records:
-            if sys_flag & txn_mask in no_queue:
-                if index is None or sys_flag & txn_mask == rec.SYSFLAG_TRANSACTION_ROLLBACK:
-                    continue
-            else:
-                cq = cq_of(topic, qid)
-                if topic == SCHEDULE_TOPIC:
-                    code = self._code(props, store_ts)
-                else:
-                    code = tags_code(find_property(props, _TAGS)) if props else 0
-                cq.put(phys, size, code, qoff)
-                touched[cq] = qoff + 1
-            if index is not None and (_KEYS in props or _UNIQ in props):
-                keyed.append((topic, props, phys))
-        if keyed and index is not None:
-            topics, props_, offsets = zip(*keyed, strict=True)
-            index.build_many(topics, props_, offsets, [store_ts] * len(keyed))
-        self.last_store_timestamp = store_ts
 
     def _code(self, props: bytes, store_ts: int) -> int:
         """The unit's tag code for a SCHEDULE_TOPIC_XXXX record: its deliver time when it has a

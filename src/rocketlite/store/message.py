@@ -95,15 +95,3 @@ class DispatchHint(NamedTuple):
     sizes: list[int]
     properties: Sequence[bytes]
     store_timestamp: int
-
-
-class RecordsHint(NamedTuple):
-    """What a single-message append knows about the records it wrote in one segment, CommitLog
-    range [start, end): one ``(topic, queue_id, queue_offset, offset, size, properties,
-    sys_flag)`` per record, in log order, any topics and queues."""
-
-    start: int
-    end: int
-    records: list[tuple[str, int, int, int, int, bytes, int]]
-    store_timestamp: int
-

@@ -15,6 +15,7 @@ from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 
 from rocketlite.common._bytes cimport be_i32, be_i64, be_u32
+from rocketlite.formats._be_write cimport _be32, _be64
 
 from struct import error as _struct_error
 
@@ -226,18 +227,6 @@ def dispatch_plan(buf, Py_ssize_t pos, Py_ssize_t limit):
     finally:
         PyBuffer_Release(&view)
     return pos, runs, keyed, last_ts
-
-
-cdef inline void _be32(char* p, uint32_t v) noexcept nogil:
-    p[0] = <char>((v >> 24) & 0xFF)
-    p[1] = <char>((v >> 16) & 0xFF)
-    p[2] = <char>((v >> 8) & 0xFF)
-    p[3] = <char>(v & 0xFF)
-
-
-cdef inline void _be64(char* p, int64_t v) noexcept nogil:
-    _be32(p, <uint32_t>(<uint64_t>v >> 32))
-    _be32(p + 4, <uint32_t>v)
 
 
 def encode_batch(bodies, props, flags, Py_ssize_t lo, Py_ssize_t hi, int32_t queue_id,

@@ -1,13 +1,13 @@
 """CommitLog: every topic's messages appended, in arrival order, to one log of segments (S2, S3).
 
 ``append`` validates a whole batch first (so a bad message rejects the batch and writes nothing),
-then encodes each record with its final queue offset, CommitLog offset and store timestamp in one
-``struct.pack`` call, and copies the batch into the mapped segment with one slice assignment per
-segment. A record never straddles segments: when it does not fit (keeping 8 bytes for the BLANK
-record), the segment is closed with a BLANK record and the next one, pre-allocated by the
-``Allocator``, takes over. Before anything is written, an append that will roll makes sure the
-segments it rolls into exist (``MappedFileQueue.reserve``): on a full disk it fails whole, with
-``DiskFullError``, instead of leaving half a batch behind.
+then encodes the records of each segment with their final queue offsets, CommitLog offsets and
+store timestamp in one call (``record_encode.encode_singles``, compiled), and copies them into the
+mapped segment with one slice assignment per segment. A record never straddles segments: when it
+does not fit (keeping 8 bytes for the BLANK record), the segment is closed with a BLANK record and
+the next one, pre-allocated by the ``Allocator``, takes over. Before anything is written, an append
+that will roll makes sure the segments it rolls into exist (``MappedFileQueue.reserve``): on a full
+disk it fails whole, with ``DiskFullError``, instead of leaving half a batch behind.
 
 Queue offsets come from ``topic_queue_table`` (next offset per (topic, queue)); transactional
 PREPARED and ROLLBACK records take no queue offset (they never reach a ConsumeQueue).
@@ -24,12 +24,13 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Sequence
 from itertools import accumulate, repeat
-from operator import add, attrgetter, itemgetter
+from operator import add
 
 from rocketlite.common.errors import MessageIllegalError, StoreError
 from rocketlite.formats import message_record as rec
 from rocketlite.formats.properties import nul_error
 from rocketlite.formats.record_batch import encode_batch
+from rocketlite.formats.record_encode import check_singles, encode_singles, give_back
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.mapped_file import MappedFile
 from rocketlite.store.mapped_file_queue import Allocator, MappedFileQueue
@@ -44,10 +45,7 @@ from rocketlite.store.message import (
 TOPIC_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]+", re.ASCII)  # fullmatch: "$" would allow a "\n"
 TOPIC_MAX_BYTES = 1024
 QUEUE_ID_MAX = 65535
-_TXN_NO_QUEUE = (rec.SYSFLAG_TRANSACTION_PREPARED, rec.SYSFLAG_TRANSACTION_ROLLBACK)
 DISPATCH_HINTS_MAX = 4096
-_size = attrgetter("size")
-_struct_of = itemgetter(3)
 
 
 def now_ms() -> int:
@@ -161,88 +159,86 @@ class CommitLog:
 
     # -- appending ---------------------------------------------------------------------------
 
-    def _prepare(
-        self, msgs: Sequence[MessageToStore]
-    ) -> list[tuple[MessageToStore, bytes, bytes, struct.Struct, int]]:
-        """Validate and size every message before anything is written (outside the lock)."""
+    def _prepare(self, msgs: Sequence[MessageToStore]) -> int:
+        """Validate and size every message before anything is written (outside the lock); return
+        the sum of their record sizes. ``check_singles`` passes the plain ones in one call; the
+        one it stops at gets the full check here (raises with the reason, or accepts an IPv6
+        born host or a new topic), then it goes on after it."""
         topics = self._topics
-        host_flag = self._host_flag
         max_body = self.config.max_message_size
-        max_record = self.max_record_size
-        record_struct = rec.record_struct
-        out = []
-        for m in msgs:
-            tb = topics.get(m.topic)
-            props = m.properties.encode() if m.properties else b""
-            body = m.body
-            if (tb is None or len(body) > max_body or len(props) > 32767 or b"\x00" in props
-                    or not 0 <= m.queue_id <= QUEUE_ID_MAX or len(m.born_host) != 4):
-                self._check(m, props)  # raises with the reason, or accepts (IPv6, new topic)
-                tb = self.topic_bytes(m.topic)
-            sys_flag = m.sys_flag | host_flag
-            if len(m.born_host) == 16:
-                sys_flag |= rec.SYSFLAG_BORNHOST_V6
-            st = record_struct(sys_flag, len(body), len(tb), len(props))
-            if st.size > max_record:
-                self._check(m, props)
-            out.append((m, tb, props, st, sys_flag))
-        return out
+        host_flag = self._host_flag
+        n = len(msgs)
+        stop, total = check_singles(msgs, 0, topics, max_body, self.max_record_size, host_flag)
+        while stop < n:
+            total += self._check_one(msgs[stop])
+            stop, more = check_singles(msgs, stop + 1, topics, max_body, self.max_record_size,
+                                       host_flag)
+            total += more
+        return total
+
+    def _check_one(self, m: MessageToStore) -> int:
+        """The full check of one message; its record size. Raises MessageIllegalError, or what
+        encoding it would raise (a field out of range), before anything is written."""
+        props = m.properties.encode() if m.properties else b""
+        self._check(m, props)
+        tb = self.topic_bytes(m.topic)
+        sys_flag = m.sys_flag | self._host_flag
+        if len(m.born_host) == 16:
+            sys_flag |= rec.SYSFLAG_BORNHOST_V6
+        st = rec.record_struct(sys_flag, len(m.body), len(tb), len(props))
+        if st.size > self.max_record_size:
+            self._check(m, props)
+        st.pack(st.size, 0, 0, m.queue_id, m.flag, 0, 0, sys_flag, m.born_timestamp, m.born_host,
+                m.born_port, 0, self.store_host, self.store_port, m.reconsume_times,
+                m.prepared_transaction_offset, len(m.body), m.body, len(tb), tb, len(props), props)
+        return st.size
+
+    def _sizes(self, msgs: Sequence[MessageToStore]) -> list[int]:
+        """The record size of each (validated) message: for ``_reserve``, when an append rolls."""
+        host_flag = self._host_flag
+        return [
+            rec.record_size(len(m.body), len(self.topic_bytes(m.topic)),
+                            len(m.properties.encode()) if m.properties else 0,
+                            m.sys_flag | host_flag
+                            | (rec.SYSFLAG_BORNHOST_V6 if len(m.born_host) == 16 else 0))
+            for m in msgs
+        ]
 
     def append(self, msgs: Sequence[MessageToStore]) -> list[AppendResult]:
-        """Append a batch; all or nothing on validation, in order, under the CommitLog lock."""
-        prepared = self._prepare(msgs)
-        crc32 = rec.crc32
-        v1, v2, v1_max = rec.MAGIC_V1, rec.MAGIC_V2, rec.TOPIC_V1_MAX_BYTES
-        store_host, store_port = self.store_host, self.store_port
-        no_queue = _TXN_NO_QUEUE
-        txn_mask = rec.SYSFLAG_TRANSACTION_MASK
+        """Append a batch; all or nothing on validation, in order, under the CommitLog lock.
+        Per segment, one ``encode_singles`` call (the records, their queue offsets and results)
+        and one write."""
+        total = self._prepare(msgs)
+        n = len(msgs)
         results: list[AppendResult] = []
-        add_result = results.append
         with self.lock:
             table = self.topic_queue_table
             now = self.clock()
             mf = self.files.next_file(0)
-            mf.write_buffered = self.write_buffered
-            base = mf.file_from_offset
-            start = mf.wrote
-            free = mf.file_size - start - rec.END_FILE_MIN_BLANK_LENGTH
-            if (prepared[0][3].size if len(prepared) == 1 else
-                    sum(map(_size, map(_struct_of, prepared)))) > free:
-                self._reserve(list(map(_size, map(_struct_of, prepared))), free)
-            queued: list[tuple[str, int]] = []  # queue offsets taken by records not yet written
-            chunks: list[bytes] = []
-            add_chunk = chunks.append
-            used = 0
-            for m, tb, props, st, sys_flag in prepared:
-                size = st.size
-                if size > free - used:
-                    self._write(mf, chunks, queued)
-                    self._close_segment(mf)
-                    mf = self.files.next_file()
-                    mf.write_buffered = self.write_buffered
-                    base, start, used = mf.file_from_offset, mf.wrote, 0
-                    free = mf.file_size - start - rec.END_FILE_MIN_BLANK_LENGTH
-                    chunks = []
-                    add_chunk = chunks.append
-                if sys_flag & txn_mask in no_queue:
-                    qoff = 0
-                else:
-                    key = (m.topic, m.queue_id)
-                    qoff = table.get(key, 0)
-                    table[key] = qoff + 1
-                    queued.append(key)
-                offset = base + start + used
-                body = m.body
-                add_chunk(st.pack(
-                    size, v2 if len(tb) > v1_max else v1, crc32(body) & 0x7FFFFFFF,
-                    m.queue_id, m.flag, qoff, offset, sys_flag, m.born_timestamp,
-                    m.born_host, m.born_port, now, store_host, store_port,
-                    m.reconsume_times, m.prepared_transaction_offset,
-                    len(body), body, len(tb), tb, len(props), props,
-                ))
-                used += size
-                add_result(AppendResult(offset, size, qoff, now))
-            self._write(mf, chunks, queued)
+            free = mf.file_size - mf.wrote - rec.END_FILE_MIN_BLANK_LENGTH
+            if total > free:
+                self._reserve(self._sizes(msgs), free)
+            done = 0
+            while True:
+                mf.write_buffered = self.write_buffered
+                start = mf.wrote
+                data, stop, part = encode_singles(
+                    msgs, done, table, mf.file_from_offset + start,
+                    mf.file_size - start - rec.END_FILE_MIN_BLANK_LENGTH, now, self.store_host,
+                    self.store_port, self._host_flag, AppendResult,
+                )
+                if data:
+                    try:
+                        mf.append(data)
+                    except StoreError:  # nothing written: give back the queue offsets taken
+                        give_back(msgs, done, stop, table)
+                        raise
+                results += part
+                done = stop
+                if done >= n:
+                    break
+                self._close_segment(mf)
+                mf = self.files.next_file()
             self.last_store_timestamp = now
         return results
 
@@ -338,19 +334,6 @@ class CommitLog:
                     self.topic_queue_table[key] = qbase + done
                     self.last_store_timestamp = now
         return BatchAppendResult(offsets, sizes, qbase, now)
-
-    def _write(self, mf: MappedFile, chunks: list[bytes], queued: list[tuple[str, int]]) -> None:
-        """Write the records of one segment; if that fails (nothing is written then), give back
-        the queue offsets they took."""
-        if chunks:
-            try:
-                mf.append(chunks[0] if len(chunks) == 1 else b"".join(chunks))
-            except StoreError:
-                table = self.topic_queue_table
-                for key in queued:
-                    table[key] -= 1
-                raise
-        queued.clear()
 
     @staticmethod
     def _close_segment(mf: MappedFile) -> None:

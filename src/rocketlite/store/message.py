@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from rocketlite.formats.record_encode import AppendResult as AppendResult  # made by the encoder
+
 LOOPBACK_V4 = b"\x7f\x00\x00\x01"
 
 
@@ -28,19 +30,6 @@ class MessageToStore:
     born_port: int = 0
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
-
-
-class AppendResult(NamedTuple):
-    """Where one message landed (a NamedTuple: one is made per message on the hot path)."""
-
-    commit_log_offset: int
-    size: int
-    queue_offset: int
-    store_timestamp: int
-
-    @property
-    def end_offset(self) -> int:
-        return self.commit_log_offset + self.size
 
 
 @dataclass(slots=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import struct
 from pathlib import Path
 
 import pytest
@@ -136,6 +137,21 @@ def test_bad_messages_are_refused_and_nothing_is_written(store: MessageStore) ->
         with pytest.raises(MessageIllegalError, match=pattern):
             store.put_messages_sync([msg(), bad])
     assert store.commitlog.max_offset == before
+
+
+def test_a_field_out_of_range_refuses_the_batch_and_takes_no_queue_offset(
+        store: MessageStore) -> None:
+    """Found before anything is written (it used to surface while encoding, after the messages
+    before it had taken queue offsets that no record then held)."""
+    before = store.commitlog.max_offset
+    for field in ("flag", "born_port", "reconsume_times"):
+        bad = msg()
+        setattr(bad, field, 2**31)
+        with pytest.raises(struct.error):
+            store.put_messages_sync([msg(), msg(queue_id=1), bad])
+    assert store.commitlog.max_offset == before
+    assert store.commitlog.topic_queue_table == {}
+    assert [r.queue_offset for r in store.put_messages_sync([msg(), msg()])] == [0, 1]
 
 
 def test_second_store_on_same_root_is_refused(store: MessageStore) -> None:

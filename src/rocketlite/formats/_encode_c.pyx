@@ -206,7 +206,7 @@ def encode_singles(msgs, Py_ssize_t lo, dict table, int64_t offset, Py_ssize_t f
             at_offset = offset + at
             _be32(o + at, <uint32_t>r.size)
             _be32(o + at + 4, <uint32_t><int32_t>(MAGIC_V2 if r.tlen > V1_MAX else MAGIC_V1))
-            _be32(o + at + 8, <uint32_t>(crc(body) & 0x7FFFFFFF))
+            _be32(o + at + 8, (<uint32_t>crc(body)) & 0x7FFFFFFF)
             _be32(o + at + 12, <uint32_t>r.queue_id)
             _be32(o + at + 16, <uint32_t>r.flag)
             _be64(o + at + 20, qoff)

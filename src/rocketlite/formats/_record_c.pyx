@@ -265,7 +265,7 @@ def encode_batch(bodies, props, flags, Py_ssize_t lo, Py_ssize_t hi, int32_t que
         size = fixed + blen + plen
         _be32(o + at, <uint32_t>size)
         memcpy(o + at + 4, PyBytes_AS_STRING(magic), 4)
-        _be32(o + at + 8, <uint32_t>(crc(body) & 0x7FFFFFFF))
+        _be32(o + at + 8, (<uint32_t>crc(body)) & 0x7FFFFFFF)
         _be32(o + at + 12, <uint32_t>queue_id)
         _be32(o + at + 16, <uint32_t>flag)
         _be64(o + at + 20, queue_offset + i - lo)

@@ -17,13 +17,18 @@ each as ``MessageDecoder.encodeMessage`` writes it (big-endian):
 The Java broker (``MessageExtEncoder.encode(MessageExtBatch)``) walks entries by BODYLEN and
 PROPERTIESLEN and ignores TOTALSIZE; :func:`decode_batch` also requires TOTALSIZE to match them (the
 Java and C++ clients always write it so), which catches a misframed body at its first entry.
+
+:func:`message_ids` writes the reply's ``msgId``: the ids of a batch's messages, comma-separated.
+Both have a compiled twin (``_message_batch_c``, bound unless ``ROCKETLITE_PURE``).
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from itertools import chain, repeat
 
+from rocketlite.common import native
 from rocketlite.common.errors import BodyError
 from rocketlite.formats.properties import encode_properties
 
@@ -42,10 +47,11 @@ __all__ = [
     "decode_batch",
     "encode_batch",
     "encode_message",
+    "message_ids",
 ]
 
 
-def decode_batch(
+def _decode_batch_py(
     body: bytes, *, max_count: int | None = None
 ) -> tuple[list[bytes], list[bytes], list[int]]:
     """Split a batch body into columns ``(bodies, properties, flags)``, one entry per message.
@@ -68,28 +74,15 @@ def decode_batch(
     pos = 0
     while pos < end:
         if end - pos < ENTRY_OVERHEAD:
-            raise BodyError(
-                f"batch entry {len(bodies)} at offset {pos}: {end - pos} bytes left, "
-                f"an entry needs at least {ENTRY_OVERHEAD}"
-            )
+            raise _entry_error(len(bodies), pos, end)
         total, _magic, _crc, flag, blen = head(body, pos)
         b_end = pos + 20 + blen
         if blen < 0 or b_end + 2 > end:
-            raise BodyError(
-                f"batch entry {len(bodies)} at offset {pos}: body length {blen} overruns the "
-                f"{end}-byte batch"
-            )
+            raise _entry_error(len(bodies), pos, end, blen)
         plen = plen_of(body, b_end)[0]
         p_end = b_end + 2 + plen
         if plen < 0 or p_end > end or total != p_end - pos:
-            raise BodyError(
-                f"batch entry {len(bodies)} at offset {pos}: "
-                + (
-                    f"TOTALSIZE {total} but body and properties make {p_end - pos}"
-                    if plen >= 0 and p_end <= end
-                    else f"properties length {plen} overruns the {end}-byte batch"
-                )
-            )
+            raise _entry_error(len(bodies), pos, end, blen, plen, total)
         add_body(body[pos + 20 : b_end])
         add_props(body[b_end + 2 : p_end])
         add_flag(flag)
@@ -97,6 +90,22 @@ def decode_batch(
     if max_count is not None and len(bodies) > max_count:
         raise BodyError(f"batch has {len(bodies)} messages, the limit is {max_count}")
     return bodies, props, flags
+
+
+def _entry_error(i: int, pos: int, end: int, blen: int | None = None, plen: int | None = None,
+                 total: int = 0) -> BodyError:
+    """What is wrong with entry ``i`` at ``pos`` of an ``end``-byte batch: fewer than
+    ENTRY_OVERHEAD bytes left (``blen`` None), a body that overruns (``plen`` None), else
+    properties that overrun or a TOTALSIZE that disagrees (both twins raise it)."""
+    where = f"batch entry {i} at offset {pos}: "
+    if blen is None:
+        return BodyError(f"{where}{end - pos} bytes left, an entry needs at least {ENTRY_OVERHEAD}")
+    if plen is None:
+        return BodyError(f"{where}body length {blen} overruns the {end}-byte batch")
+    size = ENTRY_OVERHEAD + blen + plen
+    if plen >= 0 and pos + size <= end:
+        return BodyError(f"{where}TOTALSIZE {total} but body and properties make {size}")
+    return BodyError(f"{where}properties length {plen} overruns the {end}-byte batch")
 
 
 _UNIFORM_STRUCTS: dict[tuple[int, int], struct.Struct] = {}
@@ -131,6 +140,37 @@ def _decode_uniform(
     if totals.count(total) != n or blens.count(blen) != n or plens.count(plen) != n:
         return None
     return list(bodies), list(props), list(flags)
+
+
+_IDS_STRUCTS: dict[tuple[int, int], struct.Struct] = {}
+_CACHED_IDS = 1024  # batches up to this many messages keep their ids Struct
+
+
+def _message_ids_py(id_head: bytes, commit_log_offsets: Sequence[int]) -> str:
+    """The comma-separated message ids (``id_head``, the store's host and port, then each
+    CommitLog offset as a big-endian int64; upper-case hex) of a batch reply: every id packed by
+    one Struct, then one ``hex`` with a separator every id (C-level passes, no per-id
+    formatting)."""
+    n = len(commit_log_offsets)
+    if n == 0:
+        return ""
+    key = (len(id_head), n)
+    ids = _IDS_STRUCTS.get(key)
+    if ids is None:
+        ids = struct.Struct(">" + f"{len(id_head)}sq" * n)
+        if n <= _CACHED_IDS:
+            _IDS_STRUCTS[key] = ids
+    packed = ids.pack(*chain.from_iterable(zip(repeat(id_head, n), commit_log_offsets,
+                                               strict=True)))
+    return packed.hex(",", len(id_head) + 8).upper()
+
+
+decode_batch: Callable[..., tuple[list[bytes], list[bytes], list[int]]] = _decode_batch_py
+message_ids: Callable[[bytes, Sequence[int]], str] = _message_ids_py
+_c = native.load("rocketlite.protocol._message_batch_c")
+if _c is not None:
+    decode_batch = _c.decode_batch
+    message_ids = _c.message_ids
 
 
 def encode_message(body: bytes, properties: bytes | str | Mapping[str, str] = b"", flag: int = 0) -> bytes:

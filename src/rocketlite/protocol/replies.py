@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Sequence
-from itertools import chain, repeat
 
 import orjson
 
 from rocketlite.protocol.codes import CURRENT_VERSION, RPC_TYPE_RESPONSE, LanguageCode, SerializeType
 from rocketlite.protocol.command import FRAME_PREFIX, RESPONSE_LANGUAGE
+from rocketlite.protocol.message_batch import message_ids
 
 _PORT = struct.Struct(">i")
 # frame prefix (length, oriHeaderLen) + the ROCKETMQ header's fixed part (code, language,
@@ -39,7 +39,6 @@ def _binary_field(key: str, value: bytes | None) -> bytes:
     k = key.encode()
     head = struct.pack(">h", len(k)) + k
     return head if value is None else head + _I32(len(value)) + value
-_CACHED_IDS = 1024  # batches up to this many messages keep their ids Struct
 
 
 def _json_str(s: str) -> bytes:
@@ -80,19 +79,8 @@ class SendOkFrames:
         self._bin_language = int(LanguageCode[RESPONSE_LANGUAGE])
 
     def message_ids(self, commit_log_offsets: Sequence[int]) -> str:
-        """The comma-separated ids of a batch reply: every id packed by one Struct, then one
-        ``hex`` with a separator every id (C-level passes, no per-id formatting)."""
-        n = len(commit_log_offsets)
-        if n == 0:
-            return ""
-        ids = self._ids_structs.get(n)
-        if ids is None:
-            ids = struct.Struct(">" + self._id_head_format * n)
-            if n <= _CACHED_IDS:
-                self._ids_structs[n] = ids
-        packed = ids.pack(*chain.from_iterable(zip(repeat(self._id_head, n), commit_log_offsets,
-                                                   strict=True)))
-        return packed.hex(",", self._id_size).upper()
+        """The comma-separated ids of a batch reply (``message_batch.message_ids``: one pass)."""
+        return message_ids(self._id_head, commit_log_offsets)
 
     def frame(self, opaque: int, queue_id: int, commit_log_offset: int, queue_offset: int) -> bytes:
         header = self._format % (commit_log_offset, queue_id, queue_offset, opaque)

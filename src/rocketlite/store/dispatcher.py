@@ -44,6 +44,7 @@ from collections.abc import Callable
 from rocketlite.common.errors import CorruptRecordError, DiskFullError, StoreError
 from rocketlite.formats import message_record as rec
 from rocketlite.formats.consume_queue_unit import CQ_UNIT_SIZE
+from rocketlite.formats.cq_units import pack_units
 from rocketlite.formats.delay import SCHEDULE_TOPIC, SCHEDULE_TOPIC_BYTES, schedule_tags_code
 from rocketlite.formats.javahash import tags_code
 from rocketlite.formats.properties import find_property
@@ -273,22 +274,28 @@ class Dispatcher:
         return out
 
     def _dispatch_hint(self, h: DispatchHint) -> None:
-        """Dispatch a run of records of one topic and queue that an append described."""
+        """Dispatch a run of records of one topic and queue that an append described: its units
+        packed in one call, and the index keys searched once over the run."""
         cq = self.consume_queue(h.topic, h.queue_id)
         props = h.properties
         n = len(props)
+        # One property string for the whole run (the compiled decode_batch shares one object
+        # among equal entries, so this is a pointer comparison per record): one tags code.
+        one = props.count(props[0]) == n
         if h.topic == SCHEDULE_TOPIC:
             codes: list[int] = [self._code(p, h.store_timestamp) for p in props]
-        elif props.count(props[0]) == n:  # one property string for the whole run: one tags code
+        elif one:
             codes = [_tags_code_of(props[0])] * n
         else:
             codes = tags_codes(props)
-        cq.put_batch(h.offsets, h.sizes, codes, h.queue_offset)
+        offsets, sizes = h.offsets, h.sizes
+        cq.put_units(h.queue_offset, pack_units(offsets, sizes, codes), offsets[-1] + sizes[-1])
         self._touched[cq] = h.queue_offset + n
         self.last_store_timestamp = h.store_timestamp
         if self.index is not None:
-            joined = b"\x00".join(props)  # one search over the run instead of one per record
-            if _KEYS in joined or _UNIQ in joined:
+            # one search over the run instead of one per record
+            keyed = props[0] if one else b"\x00".join(props)
+            if _KEYS in keyed or _UNIQ in keyed:
                 self.index.build_many([h.topic] * n, props, h.offsets, [h.store_timestamp] * n)
 
     def _code(self, props: bytes, store_ts: int) -> int:

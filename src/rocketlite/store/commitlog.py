@@ -253,7 +253,10 @@ class CommitLog:
             free -= size
         self.files.reserve(rolls)
 
-    def _check_batch(self, b: MessageBatch, blens: list[int], plens: list[int]) -> bytes:
+    def _check_batch(self, b: MessageBatch, blens: list[int], plens: list[int],
+                     one_props: bool) -> bytes:
+        """Validate a batch (``one_props``: every message has ``b.properties[0]``); return the
+        topic's bytes. Raises MessageIllegalError."""
         n = len(blens)
         if not n or len(plens) != n or (b.flags is not None and len(b.flags) != n):
             raise MessageIllegalError(
@@ -262,25 +265,32 @@ class CommitLog:
             )
         if b.sys_flag & rec.SYSFLAG_TRANSACTION_MASK:
             raise MessageIllegalError("a batch cannot carry transactional messages")
-        if b"\x00" in b"".join(b.properties):  # one search (25x cheaper than one per entry)
-            for i, p in enumerate(b.properties):
+        props = b.properties
+        # one search (25x cheaper than one per entry), over the one string if they share it
+        if b"\x00" in (props[0] if one_props else b"".join(props)):
+            for i, p in enumerate(props):
                 _check_properties(p, f"batch message {i}: ")
         return self._check_message(
-            b.topic, max(blens), max(plens), b.queue_id, b.born_host, b.sys_flag
+            b.topic, blens[0] if blens.count(blens[0]) == n else max(blens),
+            plens[0] if one_props else max(plens), b.queue_id, b.born_host, b.sys_flag
         )[0]
 
     def append_batch(self, b: MessageBatch) -> BatchAppendResult:
         """Append a batch of one topic and queue; all or nothing on validation.
 
-        The per-message work is a few C-level ``map`` passes (lengths, sizes) and, per segment,
+        The per-message work is a few C-level passes (lengths, sizes, offsets) and, per segment,
         one ``record_batch.encode_batch`` call (CRCs, offsets, the records back to back, with
-        the shared fields pre-packed) and one write.
+        the shared fields pre-packed) and one write. A batch of one shape (every body one
+        length, every property string one length: the usual batch) has its sizes and offsets
+        made arithmetically, and when all messages share one property string (``decode_batch``
+        makes equal ones one object) its lengths are not taken one by one.
         """
         bodies, props = b.bodies, b.properties
         blens = list(map(len, bodies))
-        plens = list(map(len, props))
-        tb = self._check_batch(b, blens, plens)
         n = len(blens)
+        one_props = n > 0 and len(props) == n and props.count(props[0]) == n
+        plens = [len(props[0])] * n if one_props else list(map(len, props))
+        tb = self._check_batch(b, blens, plens, one_props)
         sys_flag = b.sys_flag | self._host_flag
         if len(b.born_host) == 16:
             sys_flag |= rec.SYSFLAG_BORNHOST_V6
@@ -289,10 +299,14 @@ class CommitLog:
         born = (sys_flag, b.born_timestamp, b.born_host, b.born_port)
         mid_len = len(rec.batch_mid(*born, 0, self.store_host, self.store_port))
         fixed = rec.batch_struct(mid_len, 0, len(topic_block), 0).size
-        if blens.count(blens[0]) == n and plens.count(plens[0]) == n:  # one shape
-            sizes = [fixed + blens[0] + plens[0]] * n
+        size = 0  # the one record size of a batch of one shape, else 0
+        if blens.count(blens[0]) == n and (one_props or plens.count(plens[0]) == n):
+            size = fixed + blens[0] + plens[0]
+            sizes = [size] * n
+            left = size * n
         else:
             sizes = list(map(add, map(add, blens, plens), repeat(fixed, n)))
+            left = sum(sizes)
         offsets: list[int] = []
         key = (b.topic, b.queue_id)
         with self.lock:
@@ -301,32 +315,39 @@ class CommitLog:
             qbase = self.topic_queue_table.get(key, 0)
             mf = self.files.next_file(0)
             free = mf.file_size - mf.wrote - rec.END_FILE_MIN_BLANK_LENGTH
-            if sum(sizes) > free:
+            if left > free:
                 self._reserve(sizes, free)
             done = 0
             try:
                 while done < n:
                     mf.write_buffered = self.write_buffered
                     free = mf.file_size - mf.wrote - rec.END_FILE_MIN_BLANK_LENGTH
-                    ends = list(accumulate(sizes[done:], initial=0))
-                    k = bisect_right(ends, free) - 1
-                    if k == 0:
-                        self._close_segment(mf)
-                        mf = self.files.next_file()
-                        continue
+                    if left <= free:  # the rest fits this segment
+                        k, span = n - done, left
+                    else:
+                        ends = list(accumulate(sizes[done:], initial=0))
+                        k = bisect_right(ends, free) - 1
+                        if k == 0:
+                            self._close_segment(mf)
+                            mf = self.files.next_file()
+                            continue
+                        span = ends[k]
                     stop = done + k
                     base = mf.file_from_offset + mf.wrote
-                    starts = list(accumulate(sizes[done:stop - 1], initial=base))
+                    starts = (list(range(base, base + span, size)) if size
+                              else list(accumulate(sizes[done:stop - 1], initial=base)))
                     q0 = qbase + done
-                    part_props = props[done:stop] if done or stop < n else props
+                    whole = not done and stop == n
                     mf.append(encode_batch(bodies, props, b.flags, done, stop, b.queue_id, q0,
                                            base, mid, magic, topic_block))
                     if len(self.dispatch_hints) < DISPATCH_HINTS_MAX:
                         self.dispatch_hints.append(DispatchHint(
-                            base, base + ends[k], b.topic, b.queue_id, q0, starts,
-                            sizes[done:stop], part_props, now,
+                            base, base + span, b.topic, b.queue_id, q0, starts,
+                            sizes if whole else sizes[done:stop],
+                            props if whole else props[done:stop], now,
                         ))
                     offsets += starts
+                    left -= span
                     done = stop
             finally:
                 # Whatever reached the log keeps its queue offsets, even if a later write failed.

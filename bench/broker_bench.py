@@ -214,7 +214,10 @@ def percentiles(lat_ns: list[int]) -> dict[str, float]:
             "p999_ms": pick(0.999), "max_ms": s[-1] / 1e6}
 
 
-def send_template(topic: str, queue_id: int, body: bytes, batch: int = 0) -> Template:
+def send_template(topic: str, queue_id: int, body: bytes, batch: int = 0,
+                  uniq: bool = False) -> Template:
+    """A send of ``body`` (or a batch of ``batch`` copies); with ``uniq`` each batched message
+    carries its own UNIQ_KEY, as the Java producer's do (the broker indexes every one)."""
     props = "TAGS\x01TagA\x02WAIT\x01true\x02"
     h = SendMessageRequestHeader(
         producerGroup="bench_producer", topic=topic, defaultTopic="TBW102",
@@ -223,7 +226,9 @@ def send_template(topic: str, queue_id: int, body: bytes, batch: int = 0) -> Tem
         unitMode=False, batch=bool(batch) or None,
     )
     if batch:
-        payload = encode_batch([body] * batch, [props] * batch)
+        payload = encode_batch([body] * batch, [
+            f"{props}UNIQ_KEY\x01{queue_id:08X}{time.time_ns():016X}{i:08X}\x02" if uniq else props
+            for i in range(batch)])
         return Template(RemotingCommand.request(320, h.to_v2_ext(), payload))
     return Template(RemotingCommand.request(310, h.to_v2_ext(), body))
 

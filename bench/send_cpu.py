@@ -125,7 +125,7 @@ async def run(args: argparse.Namespace, root: Path) -> None:
         transport = CountingTransport(conn)
         conn.connection_made(transport)
         body = os.urandom(128)
-        templates = [send_template("CpuTopic", q, body, args.batch) for q in range(8)]
+        templates = [send_template("CpuTopic", q, body, args.batch, args.uniq) for q in range(8)]
         reads = [b"".join(templates[(r + i) % 8].frame(r * args.per_read + i + 1)
                           for i in range(args.per_read)) for r in range(64)]
         for data in reads:  # warm up: the topic is created, the queues exist
@@ -183,6 +183,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=0,
                     help="SEND_BATCH_MESSAGE frames of this many messages (0: SEND_MESSAGE_V2)")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--uniq", action="store_true",
+                    help="with --batch: a UNIQ_KEY per message (indexed), as Java producers send")
     ap.add_argument("--split", action="store_true", help="CPU per message of each stage")
     ap.add_argument("--sort", default="tottime", help="the profile's order: tottime, cumulative")
     args = ap.parse_args()

@@ -212,16 +212,18 @@ class IndexFile:
         self._write_header()
         return True
 
-    def put_many(self, keys: list[str], phy_offsets: list[int], timestamps: list[int]) -> int:
-        """``put`` for a run of keys at once (``index_entries.put_entries``: the slots and entries
-        in one call, the header once): the same bytes as one ``put`` per key. Returns how many
-        were written, in order (fewer than asked when the file fills up)."""
+    def put_many(self, key_hashes: list[int], phy_offsets: list[int],
+                 timestamps: list[int]) -> int:
+        """``put`` for a run of keys at once, given by their ``index_key_hash``
+        (``index_entries.put_entries``: the slots and entries in one call, the header once): the
+        same bytes as one ``put`` per key. Returns how many were written, in order (fewer than
+        asked when the file fills up)."""
         n = self.index_count
-        k = min(len(keys), self.index_num - n)
+        k = min(len(key_hashes), self.index_num - n)
         if k <= 0:
             return 0
-        if k < len(keys):
-            keys, phy_offsets, timestamps = keys[:k], phy_offsets[:k], timestamps[:k]
+        if k < len(key_hashes):
+            key_hashes, phy_offsets, timestamps = key_hashes[:k], phy_offsets[:k], timestamps[:k]
         end = self._entry_end(n + k - 1)
         if end + ENTRY_AHEAD // 2 > self._allocated and self._allocated < self.size:
             self._allocate(end)  # DiskFullError: nothing written
@@ -230,7 +232,7 @@ class IndexFile:
             self.begin_phy_offset = phy_offsets[0]
         self.index_count, self.hash_slot_count = put_entries(
             self.mm, self.hash_slot_num, n, self.hash_slot_count, self.begin_timestamp,
-            list(map(index_key_hash, keys)), phy_offsets, timestamps,
+            key_hashes, phy_offsets, timestamps,
         )
         self.end_timestamp = timestamps[-1]
         self.end_phy_offset = phy_offsets[-1]

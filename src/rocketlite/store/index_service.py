@@ -24,11 +24,13 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from rocketlite.common import native
 from rocketlite.common.errors import DiskFullError, FlushError, StoreError
 from rocketlite.formats.index_entries import key_entries
+from rocketlite.formats.javahash import index_key_hash
 from rocketlite.store.index_file import IndexFile
 
 log = logging.getLogger(__name__)
@@ -44,6 +46,26 @@ def index_file_name(ms: int) -> str:
 def index_key(topic: str, key: str) -> str:
     """The string that is hashed into the index: ``topic#key``."""
     return f"{topic}#{key}"
+
+
+def _key_hash_entries_py(
+    topics: Sequence[str], props: Sequence[bytes], phy_offsets: Sequence[int],
+    timestamps: Sequence[int], done: int,
+) -> tuple[list[int], list[int], list[int], int]:
+    """``index_entries.key_entries`` with each key's ``index_key_hash`` in its place (what the
+    IndexFile stores of it): the compiled twin (``_index_c.key_hash_entries``) hashes the ASCII
+    keys without making them."""
+    keys, phys, stamps, done = key_entries(topics, props, phy_offsets, timestamps, done)
+    return list(map(index_key_hash, keys)), phys, stamps, done
+
+
+key_hash_entries: Callable[
+    [Sequence[str], Sequence[bytes], Sequence[int], Sequence[int], int],
+    tuple[list[int], list[int], list[int], int],
+] = _key_hash_entries_py
+_c = native.load("rocketlite.formats._index_c")
+if _c is not None:
+    key_hash_entries = _c.key_hash_entries
 
 
 class IndexService:
@@ -159,13 +181,13 @@ class IndexService:
     def build_many(self, topics: Sequence[str], props: Sequence[bytes],
                    phy_offsets: Sequence[int], timestamps: Sequence[int]) -> None:
         """``build`` for a run of messages in CommitLog order, given by their topics and encoded
-        properties (``index_entries.key_entries`` reads their KEYS and UNIQ_KEY): the same
-        entries, written with one ``IndexFile.put_many`` per file. The blocks for every key are
+        properties (``key_hash_entries`` reads their KEYS and UNIQ_KEY and hashes the keys): the
+        same entries, written with one ``IndexFile.put_many`` per file. The blocks for every key are
         reserved first: a full disk fails the run whole (the dispatcher's retry skips what an
         earlier attempt indexed)."""
         with self._lock:
             last = self.files[-1] if self.files else None
-            full, phys, stamps, _ = key_entries(
+            full, phys, stamps, _ = key_hash_entries(
                 topics, props, phy_offsets, timestamps, _NONE if last is None else last.end_phy_offset
             )
             if not full:

@@ -383,8 +383,8 @@ def test_put_many_writes_what_put_writes(items: list[tuple[str, int, int]], part
         got = 0
         for i in range(0, len(items), step):
             chunk = items[i : i + step]
-            got += many.put_many([k for k, _, _ in chunk], [p for _, p, _ in chunk],
-                                 [t for _, _, t in chunk])
+            got += many.put_many([index_key_hash(k) for k, _, _ in chunk],
+                                 [p for _, p, _ in chunk], [t for _, _, t in chunk])
         assert got == sum(want)
         assert many.mm[:] == one.mm[:]
         one.close()

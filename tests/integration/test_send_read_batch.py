@@ -178,3 +178,55 @@ async def test_a_message_that_fails_alone_for_another_reason_is_answered_and_the
                                    for i in range(4)])
         assert got[21].code == ResponseCode.SYSTEM_ERROR and "a bug in the store" in got[21].remark
         assert all(got[20 + i].code == ResponseCode.SUCCESS for i in (0, 2, 3))
+
+
+async def test_a_read_of_usual_and_other_sends_is_stored_in_request_order(tmp_path: Path) -> None:
+    """The usual sends of a read are taken as a run; the others (lenient forms the header decoder
+    coerces, a new topic, a bad header) take the per-request path in between: every message lands
+    in request order, oneway ones unanswered, V1 and V2, JSON and binary headers alike."""
+    async with running(tmp_path / "store") as env:
+        env.broker.topics.update(TopicConfig(topicName="ReadBatch", readQueueNums=1,
+                                             writeQueueNums=1))
+
+        def v1(opaque: int, body: bytes, **ext: str) -> bytes:
+            h = SendMessageRequestHeader(
+                producerGroup="PG", topic="ReadBatch", defaultTopic="TBW102",
+                defaultTopicQueueNums=1, queueId=0, sysFlag=0, bornTimestamp=1, flag=0)
+            cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE, {**h.to_ext(), **ext}, body)
+            cmd.opaque = opaque
+            return cmd.encode()
+
+        def v2(opaque: int, body: bytes, *, oneway: bool = False, **ext: str) -> bytes:
+            cmd = FrameDecoder().feed(frame(opaque, body))[0]
+            assert isinstance(cmd, RemotingCommand)
+            cmd.ext_fields.update(ext)
+            if oneway:
+                cmd.flag |= 0x2
+            return cmd.encode()
+
+        frames = [
+            v2(1, b"m0"), v1(2, b"m1"), v2(3, b"m2", e="+0"), v2(4, b"m3", k="TRUE"),
+            v2(5, b"m4", oneway=True), v1(6, b"m5", queueId=" 0"), v2(7, b"m6", g="x"),
+            v1(8, b"m7", unitMode="1"), frame(9, b"m8", binary=True), v2(10, b"m9", e="00"),
+        ]
+        reader, writer = await asyncio.open_connection("127.0.0.1", env.broker.port)
+        try:
+            writer.write(b"".join(frames))
+            decoder = FrameDecoder()
+            got: list[RemotingCommand] = []
+            async with asyncio.timeout(TIMEOUT):
+                while len(got) < 9:
+                    got += decoder.feed(await reader.read(65536))  # type: ignore[arg-type]
+        finally:
+            writer.close()
+        by = {r.opaque: r for r in got}
+        assert 5 not in by  # oneway
+        assert by[6].code == by[7].code == ResponseCode.SYSTEM_ERROR  # bad Int32 / Int64
+        assert "queueId" in (by[6].remark or "") and "'g'" in (by[7].remark or "")
+        ok = [1, 2, 3, 4, 8, 9, 10]
+        assert all(by[o].code == ResponseCode.SUCCESS for o in ok)
+        assert [int(by[o].ext_fields["queueOffset"]) for o in ok] == [0, 1, 2, 3, 5, 6, 7]
+        store = env.broker.store
+        bodies = [store.look_message(int(by[o].ext_fields["msgId"][-16:], 16)).body  # type: ignore[union-attr]
+                  for o in ok]
+        assert bodies == [b"m0", b"m1", b"m2", b"m3", b"m7", b"m8", b"m9"]

@@ -23,6 +23,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 from rocketlite.broker.config import PERM_WRITE
+from rocketlite.broker.send_run import TXN_MASK, SendTaker, send_keys
 from rocketlite.broker.topics import (
     NOT_ALLOWED_SEND_TOPICS,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -64,7 +65,7 @@ Held = tuple[Connection, RemotingCommand, int, int, int, str | None]
 
 
 _from_v2_ext = SendMessageRequestHeader.from_v2_ext
-_TXN_MASK = 0x4 | 0x8  # sysFlag: a prepared (0x4) or committed (0x8) transactional message
+_TXN_MASK = TXN_MASK
 
 
 def _message(conn: Connection, cmd: RemotingCommand, h: SendMessageRequestHeader,
@@ -115,6 +116,10 @@ class SendProcessor:
         self._mixed = False  # the batch has sends of other connections too
         self._alone: Connection | None = None  # the previous batch came from it alone
         self._diverters = broker.diverters
+        self._taker = SendTaker(MessageToStore, dict(zip(
+            (int(RequestCode.SEND_MESSAGE), int(RequestCode.SEND_MESSAGE_V2)),
+            send_keys(SendMessageRequestHeader.V2_KEYS), strict=True)), NOT_ALLOWED_SEND_TOPICS,
+            PERM_WRITE)
         self.refresh_store_address()
 
     def refresh_store_address(self) -> None:
@@ -124,11 +129,34 @@ class SendProcessor:
 
     def register(self) -> None:
         server = self.broker.server
-        server.register(RequestCode.SEND_MESSAGE, self.send_v1)
-        server.register(RequestCode.SEND_MESSAGE_V2, self.send_v2)
+        server.register(RequestCode.SEND_MESSAGE, self.send_v1, run=self.send_run)
+        server.register(RequestCode.SEND_MESSAGE_V2, self.send_v2, run=self.send_run)
         server.register(RequestCode.SEND_BATCH_MESSAGE, self.send_batch)
 
     # -- entry points ----------------------------------------------------------------------
+
+    def send_run(self, conn: Connection, cmds: list[RemotingCommand]) -> None:
+        """Consecutive SEND_MESSAGE / SEND_MESSAGE_V2 requests of one read: the usual ones
+        queued by ``SendTaker`` (one call for each stretch of them), every other one answered
+        by ``send_v1``/``send_v2`` through the connection, in order."""
+        n = len(cmds)
+        i = 0
+        take = self._taker.take if self.broker.config.broker_permission & PERM_WRITE else None
+        while i < n:
+            if take is not None:
+                msgs = self._msgs
+                before = len(msgs)
+                i = take(conn, cmds, i, self.topics.table, bool(self._diverters), msgs,
+                         self._pending)
+                if len(msgs) > before:
+                    if not self._scheduled:
+                        self._schedule(conn)
+                    elif conn is not self._batch_conn:
+                        self._mixed = True
+                if i >= n:
+                    break
+            conn.handle_request(cmds[i])
+            i += 1
 
     def send_v1(self, conn: Connection, cmd: RemotingCommand) -> Reply:
         header = SendMessageRequestHeader.from_ext(cmd.ext_fields)

@@ -36,7 +36,7 @@ import collections
 import logging
 import socket
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Protocol, cast
 
 from rocketlite.common.errors import FormatError, ProtocolError, RemotingError
@@ -85,6 +85,12 @@ class RequestHandler(Protocol):
         oneway request, or one the handler answers later with ``conn.send``)."""
 
 
+RunHandler = Callable[["Connection", list[RemotingCommand]], None]
+"""Answers a run of consecutive requests read together, in one call, as the request handler would
+answer each (replies, errors, oneway requests unanswered); the requests it does not take itself
+it passes, in order, to ``Connection.handle_request``. Raising is a bug: the run's requests are
+answered SYSTEM_ERROR."""
+
 # A command read from the peer and not yet run, or work waiting for the write buffer to drain.
 Held = RemotingCommand | ProtocolError | Callable[[], None]
 
@@ -99,8 +105,12 @@ class Connection(asyncio.Protocol):
         on_close: Callable[[Connection], None] | None = None,
         peer_log: PeerLog = BAD_FRAMES,
         frame_budget: FrameBudget | None = None,
+        run_handlers: Mapping[int, RunHandler] | None = None,
     ) -> None:
         self.handler = handler
+        # Request codes whose consecutive requests go to a RunHandler together (read, not copied:
+        # the server's table, which registrations may change).
+        self.run_handlers: Mapping[int, RunHandler] = run_handlers if run_handlers is not None else {}
         self.limits = limits
         self.peer_log = peer_log
         self.decoder = FrameDecoder(limits.max_frame)
@@ -182,18 +192,24 @@ class Connection(asyncio.Protocol):
         """Run what the peer sent, in order; once replies wait above the high mark, hold back
         the rest (``_holding``) until the peer reads them (``resume_writing``)."""
         self._in_read = True
+        runs = self.run_handlers
         try:
-            it = iter(items)
-            for item in it:
+            todo = items if isinstance(items, list) else list(items)
+            n = len(todo)
+            i = 0
+            while i < n:
+                item = todo[i]
                 if self._holding:
-                    self._held.append(item)
-                    self._held.extend(it)
+                    self._held.extend(todo[i:])
                     break
+                i += 1
                 if item.__class__ is RemotingCommand:
                     if item.flag & 1:  # a response
                         self._pending.complete(item)
+                    elif runs and (run := runs.get(item.code)) is not None:
+                        i = self._run_requests(run, todo, i - 1, n)
                     else:
-                        self._handle_request(item)
+                        self.handle_request(item)
                 elif isinstance(item, ProtocolError):
                     self._bad_request(item)
                 else:
@@ -317,7 +333,31 @@ class Connection(asyncio.Protocol):
                                     remark=f"bad request: {err}")
             self.send(reply)
 
-    def _handle_request(self, cmd: RemotingCommand) -> None:
+    def _run_requests(self, run: RunHandler, items: list[Held], start: int, n: int) -> int:
+        """Hand ``run`` the requests from ``start`` on that it handles (consecutive ones whose
+        codes map to it); returns the index after them."""
+        runs = self.run_handlers
+        end = start + 1
+        while end < n:
+            nxt = items[end]
+            if nxt.__class__ is not RemotingCommand or nxt.flag & 1:
+                break
+            other = runs.get(nxt.code)
+            if other is not run and (other is None or other != run):  # equal: a bound method
+                break
+            end += 1
+        cmds = cast(list[RemotingCommand], items[start:end])
+        try:
+            run(self, cmds)
+        except Exception as e:
+            log.exception("the run handler of request %d from %s failed", cmds[0].code, self.peer)
+            for cmd in cmds:
+                self._reply_error(cmd, e)
+        return end
+
+    def handle_request(self, cmd: RemotingCommand) -> None:
+        """Answer one request through the connection's request handler (a run handler hands
+        over those it does not take itself)."""
         handler = self.handler
         if handler is None:
             self.send(cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,

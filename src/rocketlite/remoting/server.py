@@ -3,7 +3,9 @@ code (RocketMQ's ``NettyRemotingServer`` with its processor table).
 
 A processor is any callable ``(connection, request) -> response | awaitable | None``; synchronous
 ones answer inline (the cheap path for hot requests), coroutines run as tasks, bounded per
-connection. Unknown codes get REQUEST_CODE_NOT_SUPPORTED with a remark naming the code.
+connection. A processor may also register a run handler: a connection then hands it consecutive
+requests of its codes read together in one call (the hot sends: per-run instead of per-frame
+work). Unknown codes get REQUEST_CODE_NOT_SUPPORTED with a remark naming the code.
 
 Every connection gets the server's ``ConnectionLimits`` (write-buffer water marks with read
 backpressure, in-flight bound, frame size), one ``FrameBudget`` for the partial frames of all of
@@ -22,7 +24,7 @@ from collections.abc import Awaitable, Callable
 
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.command import RemotingCommand
-from rocketlite.remoting.connection import SERVER_LIMITS, Connection
+from rocketlite.remoting.connection import SERVER_LIMITS, Connection, RunHandler
 from rocketlite.remoting.limits import ConnectionLimits, FrameBudget, PeerLog
 
 log = logging.getLogger(__name__)
@@ -46,6 +48,7 @@ class RemotingServer:
         self.name = name
         self.limits = limits
         self.processors: dict[int, Processor] = {}
+        self.run_processors: dict[int, RunHandler] = {}  # shared with every connection
         self.connections: set[Connection] = set()
         self.close_listeners: list[Callable[[Connection], None]] = []
         self.peer_log = PeerLog(log)  # bad frames, rate-limited per peer host
@@ -54,8 +57,17 @@ class RemotingServer:
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.TimerHandle | None = None
 
-    def register(self, code: int, processor: Processor) -> None:
-        self.processors[int(code)] = processor
+    def register(self, code: int, processor: Processor, *, run: RunHandler | None = None) -> None:
+        """``processor`` answers requests of ``code``; with ``run``, consecutive requests of the
+        codes registered with that same ``run`` go to it in one call (it answers as
+        ``processor`` would, handing back to it, through ``Connection.handle_request``, the
+        requests it does not take). Registering again replaces both."""
+        code = int(code)
+        self.processors[code] = processor
+        if run is None:
+            self.run_processors.pop(code, None)
+        else:
+            self.run_processors[code] = run
 
     def _dispatch(
         self, conn: Connection, cmd: RemotingCommand
@@ -70,7 +82,8 @@ class RemotingServer:
 
     def _make_connection(self) -> Connection:
         conn = Connection(self._dispatch, limits=self.limits, on_close=self._closed,
-                          peer_log=self.peer_log, frame_budget=self.frame_budget)
+                          peer_log=self.peer_log, frame_budget=self.frame_budget,
+                          run_handlers=self.run_processors)
         self.connections.add(conn)
         return conn
 

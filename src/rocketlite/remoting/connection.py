@@ -43,6 +43,7 @@ from rocketlite.common.errors import FormatError, ProtocolError, RemotingError
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.command import FrameDecoder, RemotingCommand
 from rocketlite.remoting.limits import ConnectionLimits, FrameBudget, PeerLog
+from rocketlite.remoting.output import COALESCE_MAX, WRITE_ALONE, CoalescedOutput
 from rocketlite.remoting.pending import FutureWaiter, PendingTable, ReplyWaiter, next_opaque
 
 log = logging.getLogger(__name__)
@@ -53,14 +54,6 @@ SERVER_LIMITS = ConnectionLimits()
 DEFAULT_MAX_PENDING = 65536
 TIMEOUT_SWEEP = 0.02
 """Seconds between checks for requests past their deadline (Java scans every second)."""
-# Frames coalesced into one write at most: past this many the write goes out at once, so the
-# peer starts on the first frames while we produce the rest (pipelining across processes).
-# 16 measured best (bench/client_bench.py --scenario async: 11k msgs/s unbounded, 20k at 16 or
-# 32, 19k at 8; bench/broker_bench.py --scenario send: 26k -> 33k).
-COALESCE_MAX = 16
-# A body at least this long is written on its own instead of being copied into the joined
-# buffer (a pull reply of 1000 records is ~250 KB: a copy costs more than the extra syscall).
-WRITE_ALONE = 64 * 1024
 
 
 _now = time.monotonic
@@ -95,7 +88,7 @@ answered SYSTEM_ERROR."""
 Held = RemotingCommand | ProtocolError | Callable[[], None]
 
 
-class Connection(asyncio.Protocol):
+class Connection(CoalescedOutput, asyncio.Protocol):
     def __init__(
         self,
         handler: RequestHandler | None = None,
@@ -408,88 +401,6 @@ class Connection(asyncio.Protocol):
             self.send(cmd.response(int(code), f"{type(exc).__name__}: {exc}"))
 
     # -- our side -----------------------------------------------------------------------------
-
-    @property
-    def is_open(self) -> bool:
-        return self.transport is not None and not self.transport.is_closing()
-
-    def send(self, cmd: RemotingCommand) -> None:
-        """Write a command (a response, or a oneway request) without waiting.
-
-        Writes are coalesced: frames sent while a read is being processed go out together when
-        it ends, others at the end of the current loop iteration; one write (one syscall) for
-        all of them instead of one per frame, but at most ``COALESCE_MAX`` frames per write so
-        the peer is not idle while we produce a long run."""
-        if not self.is_open:
-            return
-        head, body = cmd.encode_parts()
-        out = self._out
-        out.append(head)
-        if body:
-            out.append(body)  # not joined to the head here: _flush_out joins everything once
-            if len(body) >= WRITE_ALONE:
-                self._out_big = True
-        if len(out) >= COALESCE_MAX:
-            self._flush_out()
-        else:
-            self._schedule_flush()
-
-    def send_frame(self, frame: bytes) -> None:
-        """Write an already encoded frame (length field included), coalesced like ``send``."""
-        if not self.is_open:
-            return
-        self._out.append(frame)
-        if len(frame) >= WRITE_ALONE:
-            self._out_big = True
-        if len(self._out) >= COALESCE_MAX:
-            self._flush_out()
-        else:
-            self._schedule_flush()
-
-    def send_frames(self, frames: list[bytes]) -> None:
-        """Write encoded frames (length fields included) together: at the end of the current
-        read, or at once; one write for all of them, however many (they are all ready)."""
-        if not self.is_open:
-            return
-        self._out.extend(frames)
-        if not self._in_read:
-            self._flush_out()
-
-    def _schedule_flush(self) -> None:
-        if not self._in_read and not self._flush_scheduled:
-            self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush_out)
-
-    def _flush_out(self) -> None:
-        self._flush_scheduled = False
-        out = self._out
-        if not out:
-            return
-        self._out = []
-        big, self._out_big = self._out_big, False
-        if self.transport is None or self.transport.is_closing():
-            return
-        # One joined buffer: uvloop's writelines costs several times more per piece.
-        if len(out) == 1:
-            self.transport.write(out[0])
-        elif not big:
-            self.transport.write(b"".join(out))
-        else:
-            self._write_pieces(out)
-        self.last_io = _now()
-
-    def _write_pieces(self, out: list[bytes]) -> None:
-        """The small pieces joined, each large one written alone (no copy of it here)."""
-        assert self.transport is not None
-        start = 0
-        for i, piece in enumerate(out):
-            if len(piece) >= WRITE_ALONE:
-                if i > start:
-                    self.transport.write(b"".join(out[start:i]))
-                self.transport.write(piece)
-                start = i + 1
-        if start < len(out):
-            self.transport.write(b"".join(out[start:]))
 
     async def drain(self) -> None:
         """Wait while the transport's write buffer is above its high-water mark."""

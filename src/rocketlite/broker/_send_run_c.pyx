@@ -1,11 +1,18 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Compiled twin of ``rocketlite.broker.send_run.SendTakerPy``: the usual single sends of a run
-of requests turned into the store's messages in one call. What "usual" means, and why anything
-else stops the run, is documented there; ``tests/unit/native/test_send_run_twin.py`` checks the
-two against each other. The message is built through its slots' C setters."""
+"""Compiled twins of ``rocketlite.broker.send_run``: ``SendTaker`` (the usual single sends of a
+run of requests turned into the store's messages in one call; what "usual" means, and why
+anything else stops the run, is documented there; the message is built through its slots' C
+setters) and ``OkRuns`` (an append's success replies written straight into one buffer per
+connection from ``SendOkFrames.layout()``). ``tests/unit/native/test_send_run_twin.py`` checks
+each against its pure twin."""
 
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libc.string cimport memcpy
 from cpython.object cimport Py_TYPE, PyObject, descrsetfunc
 from cpython.unicode cimport PyUnicode_GET_LENGTH, PyUnicode_READ_CHAR
 
@@ -178,3 +185,190 @@ cdef int _bool(dict ext, object key):
     if v == "true" or v == "1":
         return 1
     return -1
+
+
+cdef class _Buf:
+    """A growing byte buffer."""
+    cdef char* p
+    cdef Py_ssize_t n, cap
+
+    def __dealloc__(self):
+        PyMem_Free(self.p)
+
+    cdef int reserve(self, Py_ssize_t more) except -1:
+        cdef Py_ssize_t cap = self.cap
+        cdef char* q
+        if self.n + more <= cap:
+            return 0
+        cap = max(2 * cap, self.n + more, 4096)
+        q = <char*>PyMem_Realloc(self.p, cap)
+        if q is NULL:
+            raise MemoryError()
+        self.p = q
+        self.cap = cap
+        return 0
+
+    cdef inline void put(self, bytes b):
+        cdef Py_ssize_t k = PyBytes_GET_SIZE(b)
+        memcpy(self.p + self.n, PyBytes_AS_STRING(b), k)
+        self.n += k
+
+    cdef inline void be32(self, uint32_t v):
+        cdef unsigned char* q = <unsigned char*>self.p + self.n
+        q[0] = v >> 24
+        q[1] = v >> 16
+        q[2] = v >> 8
+        q[3] = v
+        self.n += 4
+
+    cdef inline void be16(self, unsigned int v):
+        cdef unsigned char* q = <unsigned char*>self.p + self.n
+        q[0] = v >> 8
+        q[1] = v
+        self.n += 2
+
+    cdef inline void hex16(self, uint64_t v):
+        cdef int i
+        cdef char* q = self.p + self.n
+        for i in range(15, -1, -1):
+            q[i] = b"0123456789ABCDEF"[v & 15]
+            v >>= 4
+        self.n += 16
+
+    cdef inline void dec(self, int64_t v):
+        self.n += _dec(self.p + self.n, v)
+
+    cdef bytes take(self):
+        out = PyBytes_FromStringAndSize(self.p, self.n)
+        self.n = 0
+        return out
+
+
+cdef Py_ssize_t _dec(char* q, int64_t v) noexcept:
+    """``v`` in decimal at ``q``; returns its length (at most 20)."""
+    cdef char tmp[20]
+    cdef Py_ssize_t k = 0, j = 0
+    cdef uint64_t u = <uint64_t>(-(v + 1)) + 1 if v < 0 else <uint64_t>v
+    while True:
+        tmp[k] = 48 + <char>(u % 10)
+        k += 1
+        u //= 10
+        if u == 0:
+            break
+    if v < 0:
+        q[0] = 45
+        j = 1
+    while k:
+        k -= 1
+        q[j] = tmp[k]
+        j += 1
+    return j
+
+
+cdef inline Py_ssize_t _dec_len(int64_t v) noexcept:
+    cdef char tmp[24]
+    return _dec(tmp, v)
+
+
+cdef class OkRuns:
+    cdef bytes j0, j1, j2, j3, j4, bin_id, bin_qid, bin_qoff, bin_tail
+    cdef Py_ssize_t json_fixed, bin_fixed_size
+    cdef int fixed_ext, fixed_header, language, version, flag
+    cdef uint32_t binary_type
+    cdef long oneway
+    cdef object other, json_frame, binary_frame
+
+    def __init__(self, frames, oneway, other):
+        lay = frames.layout()
+        if len(lay.json_parts) != 5:
+            raise TypeError(f"{len(lay.json_parts)} JSON parts, the writer knows 5")
+        self.j0, self.j1, self.j2, self.j3, self.j4 = lay.json_parts
+        self.bin_id, self.bin_qid, self.bin_qoff, self.bin_tail = (
+            lay.bin_id, lay.bin_qid, lay.bin_qoff, lay.bin_tail)
+        self.fixed_ext, self.fixed_header = lay.fixed_ext, lay.fixed_header
+        self.language, self.version, self.flag = lay.language, lay.version, lay.flag
+        self.binary_type = lay.binary_type
+        self.json_fixed = sum(len(p) for p in lay.json_parts)
+        self.bin_fixed_size = (len(self.bin_id) + len(self.bin_qid) + len(self.bin_qoff)
+                               + len(self.bin_tail))
+        self.oneway = oneway
+        self.other = other
+        self.json_frame = frames.frame  # numbers out of the usual ranges: the reference writes
+        self.binary_frame = frames.binary_frame
+
+    def runs(self, list pending, list results):
+        cdef list out = []
+        cdef _Buf buf = _Buf()
+        cdef Py_ssize_t i, n = PyList_GET_SIZE(pending), hlen, lq, lo
+        cdef object to = None, conn, cmd, r
+        cdef tuple row
+        cdef int64_t qid, offset, qoff, opaque
+        cdef long stype
+        if PyList_GET_SIZE(results) != n:
+            raise ValueError(f"{n} sends and {PyList_GET_SIZE(results)} results")
+        for i in range(n):
+            row = <tuple>PyList_GET_ITEM(pending, i)
+            conn = <object>PyTuple_GET_ITEM(row, 0)
+            cmd = <object>PyTuple_GET_ITEM(row, 1)
+            if cmd.flag & self.oneway:
+                continue
+            if conn is not to:
+                if buf.n:
+                    out.append((to, buf.take()))
+                to = conn
+            r = <object>PyList_GET_ITEM(results, i)
+            qid = <object>PyTuple_GET_ITEM(row, 2)
+            offset = r[0]
+            qoff = r[2]
+            opaque = cmd.opaque
+            stype = cmd.serialize_type
+            if stype == 0 and offset >= 0 and opaque == <int32_t>opaque:
+                buf.reserve(8 + self.json_fixed + 16 + 3 * 20)
+                hlen = self.json_fixed + 16 + _dec_len(qid) + _dec_len(qoff) + _dec_len(opaque)
+                buf.be32(<uint32_t>(hlen + 4))
+                buf.be32(<uint32_t>hlen)
+                buf.put(self.j0)
+                buf.hex16(<uint64_t>offset)
+                buf.put(self.j1)
+                buf.dec(qid)
+                buf.put(self.j2)
+                buf.dec(qoff)
+                buf.put(self.j3)
+                buf.dec(opaque)
+                buf.put(self.j4)
+            elif stype == 1 and offset >= 0 and opaque == <int32_t>opaque:
+                buf.reserve(29 + self.bin_fixed_size + 16 + 8 + 2 * 20)
+                lq = _dec_len(qid)
+                lo = _dec_len(qoff)
+                hlen = self.fixed_header + lq + lo
+                buf.be32(<uint32_t>(4 + hlen))
+                buf.be32(self.binary_type | <uint32_t>hlen)
+                buf.be16(0)
+                buf.p[buf.n] = <char>self.language
+                buf.n += 1
+                buf.be16(<unsigned int>self.version)
+                buf.be32(<uint32_t><int32_t>opaque)
+                buf.be32(<uint32_t>self.flag)
+                buf.be32(0)
+                buf.be32(<uint32_t>(self.fixed_ext + lq + lo))
+                buf.put(self.bin_id)
+                buf.hex16(<uint64_t>offset)
+                buf.put(self.bin_qid)
+                buf.be32(<uint32_t>lq)
+                buf.dec(qid)
+                buf.put(self.bin_qoff)
+                buf.be32(<uint32_t>lo)
+                buf.dec(qoff)
+                buf.put(self.bin_tail)
+            else:
+                if stype == 0:
+                    frame = self.json_frame(opaque, qid, offset, qoff)
+                elif stype == 1:
+                    frame = self.binary_frame(opaque, qid, offset, qoff)
+                else:
+                    frame = self.other(cmd, qid, offset, qoff)
+                buf.reserve(PyBytes_GET_SIZE(frame))
+                buf.put(frame)
+        if buf.n:
+            out.append((to, buf.take()))
+        return out

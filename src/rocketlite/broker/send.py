@@ -18,12 +18,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 from rocketlite.broker.config import PERM_WRITE
-from rocketlite.broker.send_run import TXN_MASK, SendTaker, send_keys
+from rocketlite.broker.send_run import TXN_MASK, OkRuns, SendTaker, send_keys
 from rocketlite.broker.topics import (
     NOT_ALLOWED_SEND_TOPICS,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -41,13 +41,13 @@ from rocketlite.common.errors import (
 )
 from rocketlite.formats.message_id import encode_message_id
 from rocketlite.protocol.bodies import TopicConfig
-from rocketlite.protocol.codes import RPC_ONEWAY, RequestCode, ResponseCode, SerializeType
+from rocketlite.protocol.codes import RPC_ONEWAY, RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.headers import SendMessageRequestHeader
 from rocketlite.protocol.message_batch import decode_batch
 from rocketlite.protocol.replies import SendOkFrames
 from rocketlite.remoting.connection import Connection
-from rocketlite.store.message import MessageBatch, MessageToStore
+from rocketlite.store.message import AppendResult, MessageBatch, MessageToStore
 
 if TYPE_CHECKING:
     from rocketlite.broker.broker import Broker
@@ -56,8 +56,6 @@ log = logging.getLogger(__name__)
 
 MAX_BATCH_MESSAGES = 100_000
 REGION = "DefaultRegion"
-_JSON = int(SerializeType.JSON)
-_ROCKETMQ = int(SerializeType.ROCKETMQ)
 
 Reply = RemotingCommand | Awaitable[RemotingCommand | None] | None
 # conn, request, queue id, CommitLog offset, queue offset, msg id (a batch's list, else None)
@@ -126,6 +124,7 @@ class SendProcessor:
         cl = self.store.commitlog
         self._store_host, self._store_port = cl.store_host, cl.store_port
         self._ok_frames = SendOkFrames(cl.store_host, cl.store_port, REGION, trace_on=True)
+        self._ok_runs = OkRuns(self._ok_frames, RPC_ONEWAY, self._other_ok)
 
     def register(self) -> None:
         server = self.broker.server
@@ -298,11 +297,7 @@ class SendProcessor:
                 _answer(conn, cmd, ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
             return
         self.stats.put_messages += len(pending)
-        self._answer_when_flushed([
-            (conn, cmd, qid, r[0], r[2], None)  # AppendResult: commit_log_offset, queue_offset
-            for (conn, cmd, qid), r in zip(pending, put.results, strict=True)
-            if not cmd.flag & RPC_ONEWAY
-        ], put.flushed)
+        self._answer_put(pending, put.results, put.flushed)
 
     def _append_alone(self, conn: Connection, cmd: RemotingCommand, msg: MessageToStore,
                       queue_id: int) -> None:
@@ -320,10 +315,7 @@ class SendProcessor:
             return
         self.stats.put_messages += 1
         if not cmd.flag & RPC_ONEWAY:
-            r = put.results[0]
-            self._answer_when_flushed(
-                [(conn, cmd, queue_id, r.commit_log_offset, r.queue_offset, None)],
-                put.flushed)
+            self._answer_put([(conn, cmd, queue_id)], put.results, put.flushed)
 
     def _reply(self, cmd: RemotingCommand, queue_id: int, commit_log_offset: int,
                queue_offset: int, msg_id: str | None = None) -> RemotingCommand:
@@ -336,45 +328,46 @@ class SendProcessor:
             "TRACE_ON": "true",
         })
 
-    def _answer_ok(self, held: list[Held]) -> None:
-        """Success replies, one write per run of replies to a connection: the pre-encoded
-        frames for single sends (JSON or ROCKETMQ headers), else the generic reply (a batch's
-        list of ids)."""
-        to: Connection | None = None  # where the runs go
-        ok: list[tuple[int, int, int, int]] = []  # JSON
-        okb: list[tuple[int, int, int, int]] = []  # ROCKETMQ
-        other: list[bytes] = []
-        for conn, cmd, queue_id, offset, queue_offset, msg_id in held:
-            if conn is not to:
-                if to is not None:
-                    self._write_run(to, ok, okb, other)
-                    ok, okb, other = [], [], []
-                to = conn
-            if msg_id is None and cmd.serialize_type == _JSON:
-                ok.append((cmd.opaque, queue_id, offset, queue_offset))
-            elif msg_id is None and cmd.serialize_type == _ROCKETMQ:
-                okb.append((cmd.opaque, queue_id, offset, queue_offset))
-            else:
-                head, body = self._reply(cmd, queue_id, offset, queue_offset, msg_id).encode_parts()
-                other.append(head + body if body else head)
-        if to is not None:
-            self._write_run(to, ok, okb, other)
-
-    def _write_run(self, to: Connection, ok: list[tuple[int, int, int, int]],
-                   okb: list[tuple[int, int, int, int]], other: list[bytes]) -> None:
-        frames = self._ok_frames.frames(ok) if ok else []
-        if okb:
-            frames += self._ok_frames.binary_frames(okb)
-        to.send_frames(frames + other if other else frames)
-
-    def _answer_when_flushed(self, held: list[Held], flushed: Future[None] | None) -> None:
-        """Answer ``held`` sends now (ASYNC_FLUSH, or already durable) or once the group commit
-        covering them completes (no task: the flush thread's callback hops to the loop). After
-        ``syncFlushTimeout`` they are answered FLUSH_DISK_TIMEOUT (stored, not yet durable: the
-        client's SendStatus.FLUSH_DISK_TIMEOUT, ids kept); if the disk failed,
-        SERVICE_NOT_AVAILABLE."""
+    def _answer_put(self, pending: list[tuple[Connection, RemotingCommand, int]],
+                    results: list[AppendResult], flushed: Future[None] | None) -> None:
+        """Answer single sends appended with ``results`` (oneway ones excepted): one write per
+        run of replies to a connection, written by ``OkRuns`` in one call; after the flush
+        under SYNC_FLUSH."""
         if flushed is None or (flushed.done() and flushed.exception() is None):
-            self._answer_ok(held)
+            self._write_ok(pending, results)
+            return
+        self._answer_when_flushed(
+            lambda: [(conn, cmd, qid, r[0], r[2], None)  # AppendResult: offset, queue offset
+                     for (conn, cmd, qid), r in zip(pending, results, strict=True)
+                     if not cmd.flag & RPC_ONEWAY],
+            flushed, lambda: self._write_ok(pending, results))
+
+    def _write_ok(self, pending: list[tuple[Connection, RemotingCommand, int]],
+                  results: list[AppendResult]) -> None:
+        for conn, frames in self._ok_runs.runs(pending, results):
+            conn.send_frames([frames])
+
+    def _other_ok(self, cmd: RemotingCommand, queue_id: int, commit_log_offset: int,
+                  queue_offset: int) -> bytes:
+        """A single send's success reply in a serialization ``OkRuns`` does not pre-encode."""
+        head, body = self._reply(cmd, queue_id, commit_log_offset, queue_offset).encode_parts()
+        return head + body if body else head
+
+    def _answer_ok(self, held: list[Held]) -> None:
+        """Success replies with the generic encoding (a batch's list of ids)."""
+        for conn, cmd, queue_id, offset, queue_offset, msg_id in held:
+            head, body = self._reply(cmd, queue_id, offset, queue_offset, msg_id).encode_parts()
+            conn.send_frames([head + body if body else head])
+
+    def _answer_when_flushed(self, held: Callable[[], list[Held]], flushed: Future[None] | None,
+                             ok: Callable[[], None]) -> None:
+        """Answer the sends now with ``ok`` (ASYNC_FLUSH, or already durable) or once the group
+        commit covering them completes (no task: the flush thread's callback hops to the loop).
+        After ``syncFlushTimeout`` the sends ``held`` gives are answered FLUSH_DISK_TIMEOUT
+        (stored, not yet durable: the client's SendStatus.FLUSH_DISK_TIMEOUT, ids kept); if the
+        disk failed, SERVICE_NOT_AVAILABLE."""
+        if flushed is None or (flushed.done() and flushed.exception() is None):
+            ok()
             return
         loop = asyncio.get_running_loop()
         answered = False
@@ -387,9 +380,9 @@ class SendProcessor:
             timer.cancel()
             err = None if fut is None else fut.exception()
             if fut is not None and err is None:
-                self._answer_ok(held)
+                ok()
                 return
-            for conn, cmd, queue_id, offset, queue_offset, msg_id in held:
+            for conn, cmd, queue_id, offset, queue_offset, msg_id in held():
                 reply = self._reply(cmd, queue_id, offset, queue_offset, msg_id)
                 _flush_failed(reply, err, self.flush_timeout_s)
                 conn.send(reply)
@@ -414,8 +407,8 @@ class SendProcessor:
         self.stats.put_messages += len(res)
         if not cmd.flag & RPC_ONEWAY:
             ids = self._ok_frames.message_ids(res.offsets)
-            self._answer_when_flushed([(conn, cmd, queue_id, 0, res.queue_offset, ids)],
-                                      put.flushed)
+            held: list[Held] = [(conn, cmd, queue_id, 0, res.queue_offset, ids)]
+            self._answer_when_flushed(lambda: held, put.flushed, lambda: self._answer_ok(held))
         return None
 
 

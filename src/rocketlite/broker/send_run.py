@@ -23,10 +23,11 @@ random queue) is left to the per-request path, which decides as before. The comp
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rocketlite.common import native
+from rocketlite.protocol.replies import SendOkFrames
 
 __all__ = ["TXN_MASK", "SendTaker", "SendTakerPy", "send_keys"]
 
@@ -145,7 +146,51 @@ class SendTakerPy:
         return i
 
 
+class OkRunsPy:
+    """The success replies of an append, in one call: ``runs(pending, results)`` gives, for each
+    run of consecutive replies to one connection, the connection and its frames joined (one
+    write). ``pending`` holds ``(connection, request, queue id)`` per message, ``results`` the
+    store's ``AppendResult`` (CommitLog offset, size, queue offset, ...) in the same order;
+    requests with the ``oneway`` flag are not answered. A JSON or ROCKETMQ request is answered
+    with ``frames``' pre-encoded reply, any other with ``other(request, queue id, CommitLog
+    offset, queue offset)``'s frame. The compiled twin (``_send_run_c.OkRuns``) writes the bytes
+    of ``frames.layout()`` itself."""
+
+    def __init__(self, frames: SendOkFrames, oneway: int,
+                 other: Callable[[Any, int, int, int], bytes]) -> None:
+        self._frames = frames
+        self._oneway = oneway
+        self._other = other
+
+    def runs(self, pending: Sequence[tuple[Any, Any, int]], results: Sequence[Sequence[int]]
+             ) -> list[tuple[Any, bytes]]:
+        out: list[tuple[Any, bytes]] = []
+        to: Any = None
+        chunk: list[bytes] = []
+        json_frame, binary_frame = self._frames.frame, self._frames.binary_frame
+        for (conn, cmd, queue_id), r in zip(pending, results, strict=True):
+            if cmd.flag & self._oneway:
+                continue
+            if conn is not to:
+                if chunk:
+                    out.append((to, b"".join(chunk)))
+                    chunk = []
+                to = conn
+            stype = cmd.serialize_type
+            if stype == 0:
+                chunk.append(json_frame(cmd.opaque, queue_id, r[0], r[2]))
+            elif stype == 1:
+                chunk.append(binary_frame(cmd.opaque, queue_id, r[0], r[2]))
+            else:
+                chunk.append(self._other(cmd, queue_id, r[0], r[2]))
+        if chunk:
+            out.append((to, b"".join(chunk)))
+        return out
+
+
 SendTaker: type[SendTakerPy] = SendTakerPy
+OkRuns: type[OkRunsPy] = OkRunsPy
 _c = native.load("rocketlite.broker._send_run_c")
 if _c is not None:
     SendTaker = _c.SendTaker
+    OkRuns = _c.OkRuns

@@ -17,8 +17,10 @@ the opaque, the message id's offset, the queue id and the queue offset written p
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 import orjson
 
@@ -46,6 +48,28 @@ def _json_str(s: str) -> bytes:
     return orjson.dumps(s).replace(b"%", b"%%")
 
 
+class SendOkLayout(NamedTuple):
+    """``SendOkFrames.layout()``: a JSON reply is ``FRAME_PREFIX`` (length, header length), then
+    ``json_parts`` joined by the message id's CommitLog offset (``%016X``), the queue id, the
+    queue offset and the opaque (``%d``); a ROCKETMQ one is ``>iIhbhiiii`` (length,
+    ``binary_type | header length``, code 0, ``language``, ``version``, opaque, ``flag``, remark
+    length 0, ext length ``fixed_ext`` + the two numbers' digits), ``bin_id`` + ``%016X``,
+    ``bin_qid`` + int32 length + digits, ``bin_qoff`` + int32 length + digits, ``bin_tail``;
+    its header length is ``fixed_header`` + the two numbers' digits."""
+
+    json_parts: tuple[bytes, ...]
+    bin_id: bytes
+    bin_qid: bytes
+    bin_qoff: bytes
+    bin_tail: bytes
+    fixed_ext: int
+    fixed_header: int
+    language: int
+    version: int
+    flag: int
+    binary_type: int
+
+
 class SendOkFrames:
     """Success replies of one store (its host and port make the message ids)."""
 
@@ -53,9 +77,6 @@ class SendOkFrames:
         # encode_message_id: (host + port + offset).hex().upper(); host and port never change.
         self._id_head = store_host + _PORT.pack(store_port)
         id_prefix = self._id_head.hex().upper().encode()
-        self._id_head_format = f"{len(self._id_head)}sq"
-        self._id_size = len(self._id_head) + 8
-        self._ids_structs: dict[int, struct.Struct] = {}
         self._format = (
             b'{"code":0,"extFields":{"msgId":"' + id_prefix + b'%016X","queueId":"%d",'
             b'"queueOffset":"%d","MSG_REGION":' + _json_str(region)
@@ -77,6 +98,19 @@ class SendOkFrames:
             + len(self._bin_tail)
         self._bin_fixed = (fixed_ext, fixed_ext + 13 + 4 + 4)  # ext, header without the numbers
         self._bin_language = int(LanguageCode[RESPONSE_LANGUAGE])
+
+    def layout(self) -> SendOkLayout:
+        """The constant pieces of the replies, for an encoder that writes them itself (the
+        broker's compiled reply writer; ``tests/unit/native/test_send_run_twin.py`` holds its
+        output equal to ``frames`` and ``binary_frames``)."""
+        # the JSON header's text around its four numbers: %016X, then three %d; %% stands for %
+        # (a NUL never does: JSON escapes it)
+        parts = tuple(p.replace(b"\0", b"%")
+                      for p in re.split(rb"%016X|%d", self._format.replace(b"%%", b"\0")))
+        fixed_ext, fixed_header = self._bin_fixed
+        return SendOkLayout(parts, self._bin_id, self._bin_qid, self._bin_qoff, self._bin_tail,
+                            fixed_ext, fixed_header, self._bin_language, CURRENT_VERSION,
+                            RPC_TYPE_RESPONSE, _BINARY_TYPE)
 
     def message_ids(self, commit_log_offsets: Sequence[int]) -> str:
         """The comma-separated ids of a batch reply (``message_batch.message_ids``: one pass)."""

@@ -113,3 +113,35 @@ def test_usual_sends_are_taken_and_the_first_other_stops_the_run() -> None:
         assert msgs == [MessageToStore("T", b"x", 1, 0, "TAGS\x01a\x02", 0, 1795599582362,
                                        CONN.peer_host, CONN.peer_port, 0, 0)]
         assert pending[0][0] is CONN and pending[0][2] == 1
+
+
+def _other(cmd: RemotingCommand, queue_id: int, offset: int, queue_offset: int) -> bytes:
+    return b"other %d %d %d %d" % (cmd.opaque, queue_id, offset, queue_offset)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["a", "b"]), st.integers(-(2**31), 2**31 - 1),
+                          st.sampled_from([0, 0, 1, 1, 2]), st.sampled_from([0, 0, 2, 3]),
+                          st.integers(0, 2**31 - 1), st.integers(-1, 2**63 - 1),
+                          st.integers(0, 2**63 - 1)), max_size=12),
+       st.sampled_from([b"\x7f\x00\x00\x01", bytes(range(16))]),
+       st.sampled_from(["DefaultRegion", 'a "q" 100% r\x01']), st.booleans())
+def test_compiled_ok_runs_equal_the_pure_ones(rows: list[tuple[Any, ...]], host: bytes,
+                                              region: str, trace_on: bool) -> None:
+    from rocketlite.protocol.replies import SendOkFrames
+    from rocketlite.store.message import AppendResult
+
+    frames = SendOkFrames(host, 10911, region, trace_on)
+    conns = {"a": object(), "b": object()}
+    pending, results = [], []
+    for conn, opaque, stype, flag, qid, offset, qoff in rows:
+        cmd = RemotingCommand.request(V2, {})
+        cmd.opaque, cmd.serialize_type, cmd.flag = opaque, stype, flag
+        pending.append((conns[conn], cmd, qid))
+        results.append(AppendResult(offset, 100, qoff, 0))
+    pure = ref.OkRunsPy(frames, 0x2, _other).runs(pending, results)
+    assert C.OkRuns(frames, 0x2, _other).runs(pending, results) == pure
+    answered = [(c, cmd) for c, cmd, _ in pending if not cmd.flag & 0x2]
+    assert b"".join(b for _, b in pure).count(b"other") == sum(
+        cmd.serialize_type == 2 for _, cmd in answered)
+    assert [c for c, _ in pure] == [c for i, (c, _) in enumerate(answered)
+                                    if i == 0 or answered[i - 1][0] is not c]

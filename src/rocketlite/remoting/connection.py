@@ -330,14 +330,16 @@ class Connection(CoalescedOutput, asyncio.Protocol):
         """Hand ``run`` the requests from ``start`` on that it handles (consecutive ones whose
         codes map to it); returns the index after them."""
         runs = self.run_handlers
+        code = items[start].code  # type: ignore[union-attr]
         end = start + 1
         while end < n:
             nxt = items[end]
             if nxt.__class__ is not RemotingCommand or nxt.flag & 1:
                 break
-            other = runs.get(nxt.code)
-            if other is not run and (other is None or other != run):  # equal: a bound method
-                break
+            if nxt.code != code:
+                other = runs.get(nxt.code)
+                if other is not run and (other is None or other != run):  # equal: bound methods
+                    break
             end += 1
         cmds = cast(list[RemotingCommand], items[start:end])
         try:

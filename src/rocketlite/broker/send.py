@@ -7,6 +7,11 @@ to the store on the event loop thread (an append is a memory copy into the mappe
 reply with the offset message id, queue id and queue offset. Under SYNC_FLUSH the reply waits for
 the group commit that makes the message durable, or answers FLUSH_DISK_TIMEOUT.
 
+Per run: the consecutive single sends of one read come to ``send_run`` in one call; the usual
+ones (``send_run.SendTaker``: a well-formed header, an existing writable topic and write queue,
+nothing to divert) are queued without the per-request layers, every other one goes through them in
+order. An append's success replies are written per connection by ``send_run.OkRuns``.
+
 Errors answer with RocketMQ's codes and a remark that says why: MESSAGE_ILLEGAL (13) for a bad
 message or batch, TOPIC_NOT_EXIST (17), NO_PERMISSION (16), SERVICE_NOT_AVAILABLE (14) when the
 disk is too full or the store cannot write (with Java's remark, the store's reason in brackets:

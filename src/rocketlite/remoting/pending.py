@@ -3,8 +3,12 @@
 A request is sent with a ``ReplyWaiter``, an object whose ``reply_received`` is called exactly
 once, with the reply (a ``RemotingCommand``) or the error that ends the wait
 (``RemotingTimeoutError``, or ``RemotingError`` when the connection closes). ``PendingTable``
-keeps the waiters by opaque and the deadlines per distinct timeout value: one FIFO per timeout, in
-sending order, so the deadlines of a FIFO are in order and a sweep only looks at their fronts.
+keeps the waiters by opaque and the deadlines per timeout, to the millisecond: one FIFO per
+timeout (``round(timeout, 3)``), in sending order, so the deadlines of a FIFO are in order within
+a millisecond and a sweep only looks at their fronts (a deadline behind one up to 1 ms later fires
+with it). Timeouts that differ only below the millisecond (a sync send's remaining budget) share
+a FIFO: there are never more FIFOs than distinct milliseconds of timeout, whatever the callers
+pass (a FIFO per distinct float was a deque and a walk per sweep for each such request).
 An answered request stays in its FIFO until a sweep finds it at the front (gone from the table);
 requests are answered roughly in order, so that happens within a sweep or two. Behind a front that
 waits long, a sweep drops the answered ones once the FIFO holds twice as many as wait (+1024).
@@ -18,6 +22,7 @@ import asyncio
 import collections
 import itertools
 import logging
+import weakref
 from typing import Protocol
 
 from rocketlite.common.errors import RemotingTimeoutError
@@ -27,6 +32,8 @@ __all__ = ["FutureWaiter", "PendingTable", "ReplyWaiter", "next_opaque"]
 
 log = logging.getLogger(__name__)
 _opaques = itertools.count(1)
+_INT32_MAX = 0x7FFFFFFF
+_tables: weakref.WeakSet[PendingTable] = weakref.WeakSet()  # every live table, for wrapped opaques
 
 
 def _deliver(waiter: ReplyWaiter, result: RemotingCommand | BaseException) -> None:
@@ -39,9 +46,22 @@ def _deliver(waiter: ReplyWaiter, result: RemotingCommand | BaseException) -> No
 
 
 def next_opaque() -> int:
-    """The opaque of our next request (or oneway): positive int32, unique in this process until
-    the counter wraps after 2^31 requests."""
-    return next(_opaques) & 0x7FFFFFFF
+    """The opaque of our next request (or oneway): a positive int32 (Java's int), unique among
+    the requests of this process that still wait for a reply. The first 2^31 - 1 come straight
+    from a counter; after it wraps, an id that a live ``PendingTable`` still waits on is skipped
+    (as is 0), so a long-waiting request is never overwritten by a new one."""
+    n = next(_opaques)
+    if n <= _INT32_MAX:
+        return n
+    return _wrapped_opaque(n)
+
+
+def _wrapped_opaque(n: int) -> int:
+    while True:
+        opaque = n & _INT32_MAX
+        if opaque and not any(opaque in t.waiters for t in list(_tables)):
+            return opaque
+        n = next(_opaques)
 
 
 class ReplyWaiter(Protocol):
@@ -70,21 +90,25 @@ class FutureWaiter:
 class PendingTable:
     """Waiters by opaque, and their deadlines per timeout value (see the module docstring)."""
 
-    __slots__ = ("fifos", "waiters")
+    __slots__ = ("__weakref__", "fifos", "waiters")
 
     def __init__(self) -> None:
         self.waiters: dict[int, ReplyWaiter] = {}
-        # per timeout value: (deadline, opaque, request code), in sending order
+        # per timeout to the ms: (deadline, opaque, request code), in sending order
         self.fifos: dict[float, collections.deque[tuple[float, int, int]]] = {}
+        _tables.add(self)
 
     def __len__(self) -> int:
         return len(self.waiters)
 
     def add(self, opaque: int, waiter: ReplyWaiter, timeout: float, now: float, code: int) -> None:
         self.waiters[opaque] = waiter
-        fifo = self.fifos.get(timeout)
+        fifo = self.fifos.get(timeout)  # a timeout to the ms already (3.0) is its own key
         if fifo is None:
-            fifo = self.fifos[timeout] = collections.deque()
+            key = round(timeout, 3)
+            fifo = self.fifos.get(key)
+            if fifo is None:
+                fifo = self.fifos[key] = collections.deque()
         fifo.append((now + timeout, opaque, code))
 
     def complete(self, reply: RemotingCommand) -> None:

@@ -4,6 +4,7 @@ per timeout value expire in order, answered requests leave the FIFOs, a close fa
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import pytest
 
@@ -95,3 +96,39 @@ def test_answered_requests_behind_a_slow_one_are_dropped() -> None:
     assert len(table.fifos[3.0]) == 3001
     assert table.sweep(1.0, "peer")
     assert list(table.fifos[3.0]) == [(3.0, 1, 310)] and not slow.got
+
+
+def test_a_wrapped_opaque_skips_ids_still_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rocketlite.remoting import pending
+
+    table = PendingTable()
+    long_wait, other = Recorder(), Recorder()
+    table.add(1, long_wait, 3600.0, 0.0, 11)  # e.g. a long poll sent 2^31 requests ago
+    table.add(3, other, 3600.0, 0.0, 11)
+    monkeypatch.setattr(pending, "_opaques", itertools.count(0x7FFFFFFE))
+    got = [next_opaque() for _ in range(4)]
+    # 0x7FFFFFFE, 0x7FFFFFFF, then the counter wraps: 0 is never an id, 1 and 3 still wait
+    assert got == [0x7FFFFFFE, 0x7FFFFFFF, 2, 4]
+    table.complete(reply(1))  # answered: its id is free again
+    monkeypatch.setattr(pending, "_opaques", itertools.count(0x80000001))
+    assert next_opaque() == 1
+    table.add(1, Recorder(), 3.0, 0.0, 310)
+    table.complete(reply(3))
+    assert len(long_wait.got) == 1 and not isinstance(long_wait.got[0], BaseException)
+    assert len(other.got) == 1  # each waiter got its own reply, none was overwritten
+
+
+def test_distinct_timeouts_share_a_fifo_per_millisecond() -> None:
+    table = PendingTable()
+    ws = [Recorder() for _ in range(1000)]
+    for i, w in enumerate(ws):  # a sync send's remaining budget: a new float each time
+        table.add(i + 1, w, 3.0 - i * 1e-7, 100.0, 310)
+    table.add(1001, Recorder(), 1.0, 100.0, 310)
+    assert sorted(table.fifos) == [1.0, 3.0]
+    assert table.sweep(102.9999, "peer")  # the earliest deadline is 102.9999001: none is due
+    assert not any(w.got for w in ws)
+    table.complete(reply(1001))
+    assert not table.sweep(103.0, "peer")
+    assert all(len(w.got) == 1 and isinstance(w.got[0], RemotingTimeoutError) for w in ws)
+    assert "request 310 within 3.000 s" in str(ws[-1].got[0])
+    assert len(table) == 0 and not table.fifos

@@ -29,7 +29,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from rocketlite.client.errors import MQBrokerError, MQClientError
 from rocketlite.client.fault import LatencyFaultTolerance, select_queue
@@ -113,7 +113,7 @@ class Producer:
         self._templates: dict[tuple[str, str, int, bool], SendFramePy] = {}  # sync sends, batches
         self._uniq = UniqKeyGenerator()
         self._inflight = 0
-        self._backlog: collections.deque[tuple[_Prepared, asyncio.Future[SendResult]]] = collections.deque()
+        self._backlog: collections.deque[_AsyncSend] = collections.deque()
         self._idle: asyncio.Event | None = None
         self._started = False
 
@@ -201,7 +201,14 @@ class Producer:
 
     # -- message preparation --------------------------------------------------------------------
 
-    def _prepare(self, msg: Message) -> _Prepared:
+    @overload
+    def _prepare(self, msg: Message) -> _Prepared: ...
+    @overload
+    def _prepare(self, msg: Message, cls: type[_P]) -> _P: ...
+
+    def _prepare(self, msg: Message, cls: type[_Prepared] = _Prepared) -> _Prepared:
+        """``msg`` checked and encoded once for every attempt, as a ``cls`` (an ``_AsyncSend``
+        for ``send_async``)."""
         topic = msg.topic
         if topic not in self._valid_topics:
             check_topic(topic)
@@ -237,7 +244,7 @@ class Producer:
             raise MQClientError(f"message properties are not encodable as UTF-8: {e}") from None
         if not -0x80000000 <= msg.flag <= 0x7FFFFFFF:
             raise MQClientError(f"message flag {msg.flag} does not fit Java's int")
-        return _Prepared(msg.topic, body, text, sys_flag, msg.flag, uniq, False, utf8)
+        return cls(msg.topic, body, text, sys_flag, msg.flag, uniq, False, utf8)
 
     def _prepare_batch(self, msgs: Sequence[Message]) -> _Prepared:
         if not msgs:
@@ -407,14 +414,16 @@ class Producer:
         At most ``async_window`` are in flight; up to ``async_backlog`` more wait their turn."""
         if not self._started:
             self._instance()  # raises
-        p = self._prepare(msg)
+        p = self._prepare(msg, _AsyncSend)
         fut: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
         if callback is not None:
             fut.add_done_callback(callback)
+        p.fut = fut
+        p.producer = self
         if self._inflight < self.async_window:
-            self._launch(p, fut, self.retry_times_async, None)
+            self._launch(p, self.retry_times_async, None)
         elif len(self._backlog) < self.async_backlog:
-            self._backlog.append((p, fut))
+            self._backlog.append(p)
         else:
             raise MQClientError(f"{self.async_window} async sends in flight and "
                                 f"{len(self._backlog)} waiting: "
@@ -426,101 +435,111 @@ class Producer:
         if self._idle is not None:
             await self._idle.wait()
 
-    def _launch(self, p: _Prepared, fut: asyncio.Future[SendResult], retries: int, last: str | None) -> None:
+    def _launch(self, p: _AsyncSend, retries: int, last: str | None) -> None:
         """Send ``p`` now. Never raises: it runs from reply waiters and the backlog, so a send
         that cannot go fails its future. While ``shutdown`` waits for the sends in flight, the
-        backlog still goes out on the open instance."""
+        backlog still goes out on the open instance. Round robin without fault avoidance takes
+        the lane's cached connection (``_Lane``); one found closed sends through the slow path,
+        as a broker without an open connection does."""
         inst = self.instance
         if inst is None:
-            if not fut.done():
-                fut.set_exception(MQClientError("the producer is not started (await producer.start())"))
+            if not p.fut.done():
+                p.fut.set_exception(MQClientError("the producer is not started (await producer.start())"))
             return
         self._inflight += 1
         if self._inflight == 1 and self._idle is not None:  # set only when none was in flight
             self._idle.clear()
+        p.retries = retries
         info = self._infos.get(p.topic)
-        if info is not None and not p.batch:
+        if info is not None:
             lanes = self._lanes.get(p.topic)
             if lanes is None or lanes.info is not info:
                 lanes = self._new_lanes(info)
+            lane = None
             if last is None and self.fault is None and lanes.lanes:  # select_one's round robin
-                mq, frame = lanes.lanes[info.next_index() % len(lanes.lanes)]
+                lane = lanes.lanes[info.next_index() % len(lanes.lanes)]
+                conn = lane.conn
+                if conn is None or inst.broker_addrs.get(lane.broker) is not lane.addrs:
+                    conn = lane.resolve(inst)
+                mq, frame, addr = lane.mq, lane.frame, lane.addr
             else:
                 mq = select_queue(info, last, self.fault)
                 frame = lanes.frame(mq)
-            addr = inst.broker_addr(mq.brokerName)
-            conn = inst.remoting.cached(addr) if addr is not None else None
-            if conn is not None and addr is not None:
-                started = time.monotonic() if self.fault is not None else 0.0
+                addr = inst.broker_addr(mq.brokerName) or ""
+                conn = inst.remoting.cached(addr) if addr else None
+            if conn is not None:
+                p.mq = mq
+                p.addr = addr
+                p.started = time.monotonic() if self.fault is not None else 0.0
                 try:
                     opaque = next_opaque()
                     data = frame.frame(opaque, p.sys_flag, time.time_ns() // 1_000_000, p.flag, p.wire,
                                        p.body)
-                    conn.send_request(data, b"", opaque, _SEND_V2, self.send_timeout,
-                                      _AsyncSend(self, p, fut, retries, mq, addr, started))
+                    conn.send_request(data, b"", opaque, _SEND_V2, self.send_timeout, p)
+                    return
                 except Exception as e:  # noqa: BLE001 - reported through the future
-                    self._async_done(p, fut, retries, mq, "", started, None, e)
-                return
-        asyncio.get_running_loop().create_task(self._slow_launch(p, fut, retries, last))
+                    if conn.is_open:
+                        p.addr = ""
+                        self._async_done(p, e)
+                        return
+                    if lane is not None:  # closed under us: found again next time
+                        lane.conn = None
+        asyncio.get_running_loop().create_task(self._slow_launch(p, retries, last))
 
-    async def _slow_launch(self, p: _Prepared, fut: asyncio.Future[SendResult], retries: int,
-                           last: str | None) -> None:
-        started = time.monotonic()
-        mq = MessageQueue(p.topic, last or "?", -1)
-        addr = ""
+    async def _slow_launch(self, p: _AsyncSend, retries: int, last: str | None) -> None:
+        p.started = time.monotonic()
+        p.mq = MessageQueue(p.topic, last or "?", -1)
+        p.addr = ""
         try:
             info = await self._publish_info(p.topic)
-            mq = select_queue(info, last, self.fault)
+            p.mq = select_queue(info, last, self.fault)
             inst = self._instance()
-            addr = await inst.require_broker_addr(mq.brokerName, p.topic)
-            await inst.connection(addr)  # connected before the latency clock starts
-            started = time.monotonic()
-            reply = await self._invoke(inst, addr, p, mq, self.send_timeout)
+            p.addr = await inst.require_broker_addr(p.mq.brokerName, p.topic)
+            await inst.connection(p.addr)  # connected before the latency clock starts
+            p.started = time.monotonic()
+            reply = await self._invoke(inst, p.addr, p, p.mq, self.send_timeout)
         except Exception as e:  # noqa: BLE001 - reported through the future
-            self._async_done(p, fut, retries, mq, addr, started, None, e)
+            self._async_done(p, e)
             return
-        self._async_done(p, fut, retries, mq, addr, started, None, None, reply)
+        self._async_done(p, None, reply)
 
-    def _async_done(self, p: _Prepared, fut: asyncio.Future[SendResult], retries: int, mq: MessageQueue,
-                    addr: str, started: float, rf: asyncio.Future[RemotingCommand] | None,
-                    error: BaseException | None, reply: RemotingCommand | None = None) -> None:
+    def _async_done(self, p: _AsyncSend, error: BaseException | None,
+                    reply: RemotingCommand | None = None) -> None:
+        """The end of ``p``'s attempt (``p.mq``, ``p.addr``, ``p.started``, ``p.retries``): its
+        reply or error; a retryable failure launches the next attempt."""
         self._inflight -= 1
+        fut = p.fut
         result: SendResult | None = None
-        if error is None and rf is not None:
-            if rf.cancelled():
-                error = MQClientError("the send was cancelled")
-            else:
-                error = rf.exception()
-                reply = None if error is not None else rf.result()
         if error is None and reply is not None:
             try:
-                result = self._result(reply, p, mq, addr)
+                result = self._result(reply, p, p.mq, p.addr)
             except (MQBrokerError, MQClientError) as e:
                 error = e
         if error is not None:
-            self._fault(mq.brokerName, started, isolation=True)
+            self._fault(p.mq.brokerName, p.started, isolation=True)
             retryable = not isinstance(error, MQBrokerError) or error.code in RETRY_CODES
-            if retries > 0 and retryable and not fut.done() and self._started:
-                self._launch(p, fut, retries - 1, mq.brokerName)
+            if p.retries > 0 and retryable and not fut.done() and self._started:
+                self._launch(p, p.retries - 1, p.mq.brokerName)
                 return
             if not fut.done():
                 fut.set_exception(error if isinstance(error, MQClientError | MQBrokerError)
                                   else MQClientError(f"async send to {p.topic!r} failed: {error}"))
         else:
-            self._fault(mq.brokerName, started, isolation=False)
+            self._fault(p.mq.brokerName, p.started, isolation=False)
             if not fut.done() and result is not None:
                 fut.set_result(result)
         self._next_from_backlog()
 
     def _next_from_backlog(self) -> None:
         while self._backlog and self._inflight < self.async_window:
-            p, fut = self._backlog.popleft()
-            if not fut.done():
-                self._launch(p, fut, self.retry_times_async, None)
+            p = self._backlog.popleft()
+            if not p.fut.done():
+                self._launch(p, self.retry_times_async, None)
         if self._inflight == 0 and not self._backlog and self._idle is not None:
             self._idle.set()
 
 
+_P = TypeVar("_P", bound=_Prepared)
 _SEND_V2 = int(RequestCode.SEND_MESSAGE_V2)
 _SEND_BATCH = int(RequestCode.SEND_BATCH_MESSAGE)
 _UNIQ_KEY_NAME = props.UNIQ_KEY + props.NAME_VALUE_SEPARATOR

@@ -1,7 +1,7 @@
 """The producer's send types: ``SendStatus``, ``SendResult``, a message prepared once for every
 attempt (``_Prepared``), the broker codes worth another broker (``RETRY_CODES``), Java's hash
-selector, the per-topic send frame templates (``_Lanes``) and the ``ReplyWaiter`` of an async send
-(``_AsyncSend``). ``producer`` re-exports the public ones."""
+selector, the per-topic send frame templates and connections (``_Lanes`` of ``_Lane``) and an
+async send, which is its own ``ReplyWaiter`` (``_AsyncSend``). ``producer`` re-exports the public ones."""
 
 from __future__ import annotations
 
@@ -21,7 +21,9 @@ from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.command import RemotingCommand
 
 if TYPE_CHECKING:
+    from rocketlite.client.instance import ClientInstance
     from rocketlite.client.producer import Producer
+    from rocketlite.remoting.connection import Connection
 
 MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]
 
@@ -82,9 +84,35 @@ class _Prepared:
     wire: bytes = b""  # the UTF-8 of ``properties``, for the send frames
 
 
+class _Lane:
+    """One queue of a topic's round robin: its send frame template, and the open connection to
+    its broker's master with the address map it was found in (``ClientInstance.broker_addrs``
+    replaces a broker's map whenever a route is learned, so an identity check per send tells
+    whether the cached connection still belongs to the broker; a closed one is dropped by the
+    sender)."""
+
+    __slots__ = ("addr", "addrs", "broker", "conn", "frame", "mq")
+
+    def __init__(self, mq: MessageQueue, frame: SendFramePy) -> None:
+        self.mq = mq
+        self.frame = frame
+        self.broker = mq.brokerName
+        self.addrs: dict[int, str] | None = None
+        self.addr = ""
+        self.conn: Connection | None = None
+
+    def resolve(self, inst: ClientInstance) -> Connection | None:
+        """The open connection to the broker's master now (None: none is open, or no address)."""
+        self.addrs = inst.broker_addrs.get(self.broker)
+        addr = inst.broker_addr(self.broker)
+        self.addr = addr or ""
+        self.conn = None if addr is None else inst.remoting.cached(addr)
+        return self.conn
+
+
 class _Lanes:
     """A topic's send frame templates (``SendFrame``), made once per ``TopicPublishInfo`` (so
-    again when a route update replaces it): ``lanes[i]`` is ``info.queues[i]`` and its template;
+    again when a route update replaces it): ``lanes[i]`` is ``info.queues[i]``'s ``_Lane``;
     ``frame`` finds or makes one for a queue picked another way (a retry, fault avoidance)."""
 
     __slots__ = ("by_queue", "create_topic_key", "default_queue_nums", "group", "info", "lanes")
@@ -96,8 +124,7 @@ class _Lanes:
         self.create_topic_key = create_topic_key
         self.default_queue_nums = default_queue_nums
         self.by_queue: dict[tuple[str, int], SendFramePy] = {}
-        self.lanes: list[tuple[MessageQueue, SendFramePy]] = (
-            [] if info is None else [(mq, self.frame(mq)) for mq in info.queues])
+        self.lanes: list[_Lane] = [] if info is None else [_Lane(mq, self.frame(mq)) for mq in info.queues]
 
     def frame(self, mq: MessageQueue) -> SendFramePy:
         key = (mq.brokerName, mq.queueId)
@@ -114,45 +141,41 @@ class _Lanes:
 _READER = ResultReader(SendResult, MessageQueue)
 
 
-class _AsyncSend:
-    """The ``ReplyWaiter`` of one async send attempt."""
+class _AsyncSend(_Prepared):
+    """An async send: the prepared message (made by ``Producer._prepare``), its future, and the
+    ``ReplyWaiter`` of its current attempt (``mq``, ``addr``, ``started``, ``retries`` left, set
+    by ``Producer._launch``): one object per message, whatever the retries."""
 
-    __slots__ = ("addr", "fut", "mq", "p", "producer", "retries", "started")
-
-    def __init__(self, producer: Producer, p: _Prepared, fut: asyncio.Future[SendResult], retries: int,
-                 mq: MessageQueue, addr: str, started: float) -> None:
-        self.producer = producer
-        self.p = p
-        self.fut = fut
-        self.retries = retries
-        self.mq = mq
-        self.addr = addr
-        self.started = started
+    __slots__ = ("addr", "fut", "mq", "producer", "retries", "started")
+    fut: asyncio.Future[SendResult]
+    producer: Producer
+    retries: int
+    mq: MessageQueue
+    addr: str
+    started: float
 
     def reply_received(self, result: RemotingCommand | BaseException) -> None:
         producer = self.producer
         if result.__class__ is RemotingCommand:
-            fut = self.fut
             status = _STATUS_BY_CODE.get(result.code)  # type: ignore[call-overload]
             sent = None if status is None else _READER.read(
-                result.ext_fields, status, self.p.uniq_key, self.mq)
+                result.ext_fields, status, self.uniq_key, self.mq)
             if sent is None:  # an error code or a malformed reply: _result raises which
                 try:
-                    producer._result(result, self.p, self.mq, self.addr)
+                    producer._result(result, self, self.mq, self.addr)
                 except (MQBrokerError, MQClientError) as e:
-                    producer._async_done(self.p, fut, self.retries, self.mq, self.addr, self.started,
-                                         None, e)
+                    producer._async_done(self, e)
                 return
             producer._inflight -= 1
             if producer.fault is not None:
                 producer._fault(self.mq.brokerName, self.started, isolation=False)
+            fut = self.fut
             if not fut.done():
                 fut.set_result(sent)
             if producer._backlog or not producer._inflight:
                 producer._next_from_backlog()
         else:
-            producer._async_done(self.p, self.fut, self.retries, self.mq, self.addr, self.started,
-                                 None, result)  # type: ignore[arg-type]
+            producer._async_done(self, result)  # type: ignore[arg-type]
 
 
 def _packed_ipv4(ip: str) -> bytes:

@@ -1,8 +1,9 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """Compiled twin of ``rocketlite.client.send_codec``: ``SendFrame`` (a lane's SEND frames, written
-into one ``bytes`` with memcpy), ``send_reply`` (a SEND reply's header fields) and ``uniq_key``
-(``MessageClientIDSetter``'s id). Same signatures and results as the pure ``SendFramePy``,
-``send_reply_py`` and ``uniq_key_py`` (``tests/unit/native/test_send_twin.py``); the layout is
+into one ``bytes`` with memcpy), ``send_reply`` (a SEND reply's header fields), ``uniq_key``
+(``MessageClientIDSetter``'s id) and ``UniqKeys`` (a generator of them that reads the clock with
+``clock_gettime``). Same signatures and results as the pure ``SendFramePy``, ``send_reply_py``,
+``uniq_key_py`` and ``UniqKeysPy`` (``tests/unit/native/test_send_twin.py``); the layout is
 documented there."""
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
@@ -11,6 +12,7 @@ from cpython.object cimport Py_TYPE, PyObject, descrsetfunc
 from cpython.unicode cimport PyUnicode_FromStringAndSize
 from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libc.string cimport memcpy
+from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
 from rocketlite.common.errors import ProtocolError
 from rocketlite.protocol.codes import CURRENT_VERSION, LanguageCode, RequestCode
@@ -213,12 +215,50 @@ cdef class ResultReader:
 
 
 def uniq_key(str prefix, long long since, long long counter):
+    return _uniq_key(prefix, <uint64_t>since, <uint64_t>counter)
+
+
+cdef str _uniq_key(str prefix, uint64_t since, uint64_t counter):
     cdef char tail[12]
-    cdef uint32_t t = <uint32_t>(<uint64_t>since & 0xFFFFFFFF)
-    cdef uint32_t c = <uint32_t>(<uint64_t>counter & 0xFFFF)
+    cdef uint32_t t = <uint32_t>(since & 0xFFFFFFFF)
+    cdef uint32_t c = <uint32_t>(counter & 0xFFFF)
     cdef int i
     for i in range(8):
         tail[i] = _HEX[(t >> (28 - 4 * i)) & 0xF]
     for i in range(4):
         tail[8 + i] = _HEX[(c >> (12 - 4 * i)) & 0xF]
     return prefix + PyUnicode_FromStringAndSize(tail, 12)
+
+
+cdef class UniqKeys:
+    cdef str prefix
+    cdef uint64_t counter
+    cdef double month_start_ms, next_month_ms
+    cdef object roll
+
+    def __init__(self, str prefix, counter, roll):
+        self.prefix = prefix
+        self.counter = <uint64_t>(counter & 0xFFFFFFFFFFFFFFFF)  # only its low 16 bits show
+        self.roll = roll
+        self.month_start_ms = 0.0
+        self.next_month_ms = 0.0
+
+    cpdef str at(self, double now_ms):
+        if now_ms >= self.next_month_ms:
+            start, nxt = self.roll(now_ms)
+            self.month_start_ms = start
+            self.next_month_ms = nxt
+        cdef uint64_t counter = self.counter
+        self.counter = counter + 1
+        cdef double since = now_ms - self.month_start_ms
+        if not -9.2e18 < since < 9.2e18:
+            raise OverflowError(f"{since} ms since the month start does not fit an int64")
+        return _uniq_key(self.prefix, <uint64_t><int64_t>since, counter)
+
+    def next(self):
+        cdef timespec ts
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return self.at(<double>ts.tv_sec * 1000.0 + <double>ts.tv_nsec / 1e6)
+
+    def many(self, Py_ssize_t n):
+        return [self.next() for _ in range(n)]

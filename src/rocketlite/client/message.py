@@ -17,12 +17,10 @@ Compression (``MessageSysFlag``): bit 0x1 marks a compressed body, bits 8-10 nam
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import os
 import re
 import secrets
 import struct
-import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +30,7 @@ import lz4.frame
 import zstandard
 
 from rocketlite.client.errors import MQClientError
-from rocketlite.client.send_codec import uniq_key
+from rocketlite.client.send_codec import UniqKeys, UniqKeysPy
 from rocketlite.common import native
 from rocketlite.common.errors import CorruptRecordError
 from rocketlite.formats import properties as props
@@ -449,35 +447,23 @@ def decompress(body: bytes, sys_flag: int, max_size: int = 64 * 1024 * 1024) -> 
 # ---------------------------------------------------------------------------------------- UNIQ_KEY
 
 
-class UniqKeyGenerator:
+def UniqKeyGenerator(ip: bytes = b"\x7f\x00\x00\x01") -> UniqKeysPy:
     """``MessageClientIDSetter``: a fixed prefix (IP, pid, a random int) + time since the start of
-    the month in ms + a 16-bit counter.
+    the month in ms + a 16-bit counter (from a random start), as a ``send_codec.UniqKeys``.
 
     The time field is four bytes: Java casts the long difference to ``int``, so past 2^31 ms
     (about 24.86 days into a month) it wraps negative; the same bits come out here by keeping the
     low 32 bits of the difference."""
+    prefix = (ip + struct.pack(">H", os.getpid() & 0xFFFF) + secrets.token_bytes(4)).hex().upper()
+    return UniqKeys(prefix, secrets.randbelow(0x10000), month_bounds)
 
-    def __init__(self, ip: bytes = b"\x7f\x00\x00\x01") -> None:
-        self._prefix = (ip + struct.pack(">H", os.getpid() & 0xFFFF) + secrets.token_bytes(4)).hex().upper()
-        self._counter = itertools.count(secrets.randbelow(0x10000))
-        self._month_start_ms = 0.0
-        self._next_month_ms = 0.0
 
-    def _roll_month(self, now_ms: float) -> None:
-        now = dt.datetime.fromtimestamp(now_ms / 1000)
-        start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-        nxt = (start + dt.timedelta(days=32)).replace(day=1)
-        self._month_start_ms = start.timestamp() * 1000
-        self._next_month_ms = nxt.timestamp() * 1000
-
-    def next(self) -> str:
-        now_ms = time.time() * 1000
-        if now_ms >= self._next_month_ms:
-            self._roll_month(now_ms)
-        return uniq_key(self._prefix, int(now_ms - self._month_start_ms), next(self._counter))
-
-    def many(self, n: int) -> list[str]:
-        return [self.next() for _ in range(n)]
+def month_bounds(now_ms: float) -> tuple[float, float]:
+    """The start of the local month holding ``now_ms`` and of the next one, in epoch ms."""
+    now = dt.datetime.fromtimestamp(now_ms / 1000)
+    start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    nxt = (start + dt.timedelta(days=32)).replace(day=1)
+    return start.timestamp() * 1000, nxt.timestamp() * 1000
 
 
 _TOPIC = re.compile(r"[%|a-zA-Z0-9_-]{1,127}")

@@ -18,24 +18,29 @@ transactionId, MSG_REGION) straight from the reply's ext fields: ``None`` for a 
 slots of the frozen dataclass directly).
 
 ``uniq_key`` spells ``MessageClientIDSetter``'s id: the fixed hex prefix, then the time field (low
-32 bits) and the counter (low 16 bits) in upper-case hex.
+32 bits) and the counter (low 16 bits) in upper-case hex. ``UniqKeys`` is a generator of them: a
+prefix, a counter, and the month's bounds in epoch ms (from ``roll(now_ms)``, called again when the
+month ends); ``at(now_ms)`` makes the next id for a given time, ``next()`` for the wall clock (the
+compiled twin reads it with ``clock_gettime``: no Python frame per message).
 
 Each has a compiled twin in ``_send_c.pyx`` (same signatures, same results:
-``tests/unit/native/test_send_twin.py``); ``SendFrame``, ``send_reply`` and ``uniq_key`` below are
-the ones that run (compiled unless ``ROCKETLITE_PURE``).
+``tests/unit/native/test_send_twin.py``); ``SendFrame``, ``send_reply``, ``uniq_key`` and
+``UniqKeys`` below are the ones that run (compiled unless ``ROCKETLITE_PURE``).
 """
 
 from __future__ import annotations
 
 import struct
+import time
+from collections.abc import Callable
 from typing import Any, Final
 
 from rocketlite.common import native
 from rocketlite.common.errors import ProtocolError
 from rocketlite.protocol.codes import CURRENT_VERSION, LanguageCode, RequestCode
 
-__all__ = ["ResultReader", "ResultReaderPy", "SendFrame", "SendFramePy", "send_reply", "send_reply_py",
-           "uniq_key", "uniq_key_py"]
+__all__ = ["ResultReader", "ResultReaderPy", "SendFrame", "SendFramePy", "UniqKeys", "UniqKeysPy",
+           "send_reply", "send_reply_py", "uniq_key", "uniq_key_py"]
 
 _HEAD: Final = struct.Struct(">iIhbhiiii")
 """length, oriHeaderLen, code, language, version, opaque, flag, remarkLen, extLen."""
@@ -154,13 +159,42 @@ def uniq_key_py(prefix: str, since: int, counter: int) -> str:
     return f"{prefix}{since & 0xFFFFFFFF:08X}{counter & 0xFFFF:04X}"
 
 
+class UniqKeysPy:
+    """UNIQ_KEYs from ``prefix`` and a counter starting at ``counter`` (see the module docstring):
+    the time field is ``int(now_ms - month_start_ms)``, its low 32 bits (Java's int cast)."""
+
+    __slots__ = ("_counter", "_month_start_ms", "_next_month_ms", "_prefix", "_roll")
+
+    def __init__(self, prefix: str, counter: int, roll: Callable[[float], tuple[float, float]]) -> None:
+        self._prefix = prefix
+        self._counter = counter
+        self._roll = roll
+        self._month_start_ms = 0.0
+        self._next_month_ms = 0.0
+
+    def at(self, now_ms: float) -> str:
+        if now_ms >= self._next_month_ms:
+            self._month_start_ms, self._next_month_ms = self._roll(now_ms)
+        counter = self._counter
+        self._counter = counter + 1
+        return uniq_key_py(self._prefix, int(now_ms - self._month_start_ms), counter)
+
+    def next(self) -> str:
+        return self.at(time.time() * 1000)
+
+    def many(self, n: int) -> list[str]:
+        return [self.next() for _ in range(n)]
+
+
 SendFrame: type[SendFramePy] = SendFramePy
 ResultReader: type[ResultReaderPy] = ResultReaderPy
 send_reply = send_reply_py
 uniq_key = uniq_key_py
+UniqKeys: type[UniqKeysPy] = UniqKeysPy
 _c = native.load("rocketlite.client._send_c")
 if _c is not None:
     SendFrame = _c.SendFrame
     ResultReader = _c.ResultReader
     send_reply = _c.send_reply
     uniq_key = _c.uniq_key
+    UniqKeys = _c.UniqKeys

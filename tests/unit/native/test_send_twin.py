@@ -5,6 +5,8 @@ and against the generic command codec: a lane's frame is byte for byte what
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -130,3 +132,35 @@ def test_result_reader_needs_slots() -> None:
 
     with pytest.raises((TypeError, KeyError)):
         C.ResultReader(Plain, MessageQueue)
+
+
+@given(st.text("0123456789ABCDEF", max_size=24), st.integers(0, 2**20),
+       st.lists(st.floats(0, 2e12, allow_nan=False), min_size=1, max_size=20))
+def test_uniq_keys(prefix: str, counter: int, times: list[float]) -> None:
+    rolls: list[list[float]] = [[], []]
+
+    def roller(i: int) -> Callable[[float], tuple[float, float]]:
+        def roll(now_ms: float) -> tuple[float, float]:  # months of 2^31 ms from 0
+            rolls[i].append(now_ms)
+            start = now_ms // 2**31 * 2**31
+            return start, start + 2**31
+        return roll
+
+    c = C.UniqKeys(prefix, counter, roller(0))
+    py = ref.UniqKeysPy(prefix, counter, roller(1))
+    got = [c.at(t) for t in times]
+    assert got == [py.at(t) for t in times]
+    assert rolls[0] == rolls[1]
+    assert got[0] == ref.uniq_key_py(prefix, int(times[0] - times[0] // 2**31 * 2**31), counter)
+    for gen in (c, py):
+        keys = [*gen.many(2), gen.next()]
+        assert len(set(keys)) == 3 and all(k.startswith(prefix) and len(k) == len(prefix) + 12 for k in keys)
+
+
+def test_uniq_keys_pass_on_a_failing_roll() -> None:
+    def roll(now_ms: float) -> tuple[float, float]:
+        raise ValueError("no month")
+
+    for gen in (C.UniqKeys("AB", 0, roll), ref.UniqKeysPy("AB", 0, roll)):
+        with pytest.raises(ValueError, match="no month"):
+            gen.next()

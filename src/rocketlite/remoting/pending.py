@@ -115,7 +115,10 @@ class PendingTable:
         """Hand ``reply`` to its waiter, if one still waits for it."""
         waiter = self.waiters.pop(reply.opaque, None)
         if waiter is not None:
-            _deliver(waiter, reply)
+            try:  # _deliver, inline: once per reply
+                waiter.reply_received(reply)
+            except Exception:
+                log.exception("a reply waiter (%s) failed", type(waiter).__name__)
 
     def sweep(self, now: float, peer: str) -> bool:
         """Fail the requests whose deadline passed, drop answered ones from the FIFOs' fronts;

@@ -132,3 +132,20 @@ def test_distinct_timeouts_share_a_fifo_per_millisecond() -> None:
     assert all(len(w.got) == 1 and isinstance(w.got[0], RemotingTimeoutError) for w in ws)
     assert "request 310 within 3.000 s" in str(ws[-1].got[0])
     assert len(table) == 0 and not table.fifos
+
+
+def test_a_failing_waiter_is_logged_and_stops_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    class Broken:
+        def reply_received(self, result: RemotingCommand | BaseException) -> None:
+            raise RuntimeError("bug in a callback")
+
+    table = PendingTable()
+    ok = Recorder()
+    table.add(1, Broken(), 3.0, 0.0, 310)
+    table.add(2, ok, 3.0, 0.0, 310)
+    table.add(3, Broken(), 3.0, 0.0, 310)
+    table.complete(reply(1))  # raises nothing into the reading connection
+    table.sweep(5.0, "peer")  # nor into the sweep: the waiter behind it still times out
+    assert len(ok.got) == 1 and isinstance(ok.got[0], RemotingTimeoutError)
+    assert sum("a reply waiter (Broken) failed" in r.getMessage() for r in caplog.records) == 2
+    assert len(table) == 0

@@ -2,12 +2,13 @@
 """Compiled twin of ``rocketlite.client.send_codec``: ``SendFrame`` (a lane's SEND frames, written
 into one ``bytes`` with memcpy), ``send_reply`` (a SEND reply's header fields), ``uniq_key``
 (``MessageClientIDSetter``'s id) and ``UniqKeys`` (a generator of them that reads the clock with
-``clock_gettime``). Same signatures and results as the pure ``SendFramePy``, ``send_reply_py``,
-``uniq_key_py`` and ``UniqKeysPy`` (``tests/unit/native/test_send_twin.py``); the layout is
+``clock_gettime``) and ``PlainPrep`` (the producer's fast path for a plain message, setting the
+prepared object's slots directly). Same signatures and results as the pure ``SendFramePy``, ``send_reply_py``,
+``uniq_key_py``, ``UniqKeysPy`` and ``PlainPrepPy`` (``tests/unit/native/test_send_twin.py``); the layout is
 documented there."""
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.dict cimport PyDict_GetItem
+from cpython.dict cimport PyDict_GetItem, PyDict_Size
 from cpython.object cimport Py_TYPE, PyObject, descrsetfunc
 from cpython.unicode cimport PyUnicode_FromStringAndSize
 from libc.stdint cimport int64_t, uint32_t, uint64_t
@@ -262,3 +263,64 @@ cdef class UniqKeys:
 
     def many(self, Py_ssize_t n):
         return [self.next() for _ in range(n)]
+
+
+cdef class PlainPrep:
+    cdef object message_cls, cls, uniq_keys
+    cdef set valid_topics
+    cdef list descrs
+    cdef descrsetfunc dset[8]
+
+    def __init__(self, message_cls, cls, uniq_keys, set valid_topics):
+        self.message_cls = message_cls
+        self.cls = cls
+        self.uniq_keys = uniq_keys
+        self.valid_topics = valid_topics
+        names = ("topic", "body", "properties", "sys_flag", "flag", "uniq_key", "batch", "wire")
+        self.descrs = [getattr(cls, n) for n in names]
+        cdef int i
+        for i in range(8):
+            self.dset[i] = Py_TYPE(self.descrs[i]).tp_descr_set
+            if self.dset[i] is NULL:
+                raise TypeError(f"{cls.__name__}.{names[i]} is not a slot")
+
+    def prepare(self, msg, max_size, compress_over):
+        if type(msg) is not self.message_cls or not _nothing_but_topic_body_flag(msg):
+            return None
+        topic = msg.topic
+        body = msg.body
+        flag = msg.flag
+        if type(topic) is not str or type(body) is not bytes or type(flag) is not int:
+            return None
+        if flag < -0x80000000 or flag > 0x7FFFFFFF or topic not in self.valid_topics:
+            return None
+        cdef Py_ssize_t size = PyBytes_GET_SIZE(body)
+        if not size or size > max_size or size >= compress_over:
+            return None
+        uniq = self.uniq_keys.next()
+        cdef str text = "UNIQ_KEY\x01" + uniq + "\x02"
+        cls = self.cls
+        o = cls.__new__(cls)
+        cdef list d = self.descrs
+        self.dset[0](d[0], o, topic)
+        self.dset[1](d[1], o, body)
+        self.dset[2](d[2], o, text)
+        self.dset[3](d[3], o, 0)
+        self.dset[4](d[4], o, flag)
+        self.dset[5](d[5], o, uniq)
+        self.dset[6](d[6], o, False)
+        self.dset[7](d[7], o, text.encode())
+        return o
+
+
+cdef bint _nothing_but_topic_body_flag(msg) except -1:
+    """No tags, keys, properties, delay, deliver time or preset UNIQ_KEY; waits for the store."""
+    if msg.tags is not None or msg.keys is not None or msg.uniq_key is not None:
+        return False
+    if msg.deliver_time_ms is not None or msg.wait_store_msg_ok is not True:
+        return False
+    properties = msg.properties
+    if type(properties) is not dict or PyDict_Size(properties) != 0:
+        return False
+    delay = msg.delay_level
+    return type(delay) is int and delay <= 0

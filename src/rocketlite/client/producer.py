@@ -43,7 +43,7 @@ from rocketlite.client.message import (
     compression_flag,
 )
 from rocketlite.client.route import TopicPublishInfo, publish_info
-from rocketlite.client.send_codec import SendFrame, SendFramePy
+from rocketlite.client.send_codec import PlainPrep, SendFrame, SendFramePy
 from rocketlite.client.send_types import (
     _READER,
     _STATUS_BY_CODE,
@@ -112,6 +112,7 @@ class Producer:
         self._lanes: dict[str, _Lanes] = {}
         self._templates: dict[tuple[str, str, int, bool], SendFramePy] = {}  # sync sends, batches
         self._uniq = UniqKeyGenerator()
+        self._plain = PlainPrep(Message, _AsyncSend, self._uniq, self._valid_topics)  # send_async's
         self._inflight = 0
         self._backlog: collections.deque[_AsyncSend] = collections.deque()
         self._idle: asyncio.Event | None = None
@@ -124,6 +125,7 @@ class Producer:
             return
         self.instance = ClientInstance(self.config)
         self._uniq = UniqKeyGenerator(_packed_ipv4(self.instance.client_ip))
+        self._plain = PlainPrep(Message, _AsyncSend, self._uniq, self._valid_topics)
         self.instance.register_producer(self)
         await self.instance.start()
         self._idle = asyncio.Event()
@@ -414,7 +416,9 @@ class Producer:
         At most ``async_window`` are in flight; up to ``async_backlog`` more wait their turn."""
         if not self._started:
             self._instance()  # raises
-        p = self._prepare(msg, _AsyncSend)
+        p = self._plain.prepare(msg, self.max_message_size, self.compress_over)
+        if p is None:  # not a plain message (or a bad one): the general path
+            p = self._prepare(msg, _AsyncSend)
         fut: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
         if callback is not None:
             fut.add_done_callback(callback)

@@ -23,9 +23,15 @@ prefix, a counter, and the month's bounds in epoch ms (from ``roll(now_ms)``, ca
 month ends); ``at(now_ms)`` makes the next id for a given time, ``next()`` for the wall clock (the
 compiled twin reads it with ``clock_gettime``: no Python frame per message).
 
+``PlainPrep.prepare`` is ``Producer._prepare``'s fast path for a plain message (no tags, keys,
+properties, delay, preset UNIQ_KEY; a checked topic; a bytes body within the size limit and under
+the compression threshold; an int32 flag): the prepared send with UNIQ_KEY as its only property,
+or None for anything else, which the general path prepares (or refuses). The compiled twin sets
+the slots of the prepared class directly (no ``__init__`` frame).
+
 Each has a compiled twin in ``_send_c.pyx`` (same signatures, same results:
 ``tests/unit/native/test_send_twin.py``); ``SendFrame``, ``send_reply``, ``uniq_key`` and
-``UniqKeys`` below are the ones that run (compiled unless ``ROCKETLITE_PURE``).
+``UniqKeys``, ``PlainPrep`` below are the ones that run (compiled unless ``ROCKETLITE_PURE``).
 """
 
 from __future__ import annotations
@@ -39,8 +45,8 @@ from rocketlite.common import native
 from rocketlite.common.errors import ProtocolError
 from rocketlite.protocol.codes import CURRENT_VERSION, LanguageCode, RequestCode
 
-__all__ = ["ResultReader", "ResultReaderPy", "SendFrame", "SendFramePy", "UniqKeys", "UniqKeysPy",
-           "send_reply", "send_reply_py", "uniq_key", "uniq_key_py"]
+__all__ = ["PlainPrep", "PlainPrepPy", "ResultReader", "ResultReaderPy", "SendFrame", "SendFramePy",
+           "UniqKeys", "UniqKeysPy", "send_reply", "send_reply_py", "uniq_key", "uniq_key_py"]
 
 _HEAD: Final = struct.Struct(">iIhbhiiii")
 """length, oriHeaderLen, code, language, version, opaque, flag, remarkLen, extLen."""
@@ -186,11 +192,50 @@ class UniqKeysPy:
         return [self.next() for _ in range(n)]
 
 
+class PlainPrepPy:
+    """Built with the message class (only exactly it is plain), the prepared class (fields:
+    topic, body, properties, sys_flag, flag, uniq_key, batch, wire), a ``UniqKeys`` and the
+    producer's set of checked topic names (see the module docstring)."""
+
+    __slots__ = ("cls", "message_cls", "uniq_keys", "valid_topics")
+
+    def __init__(self, message_cls: type, cls: type, uniq_keys: Any, valid_topics: set[str]) -> None:
+        self.message_cls: Any = message_cls  # Any: an ``is`` test against a type narrows to object
+        self.cls = cls
+        self.uniq_keys = uniq_keys
+        self.valid_topics = valid_topics
+
+    def prepare(self, msg: Any, max_size: int, compress_over: int) -> Any:
+        if msg.__class__ is not self.message_cls:
+            return None
+        if (msg.tags is not None or msg.keys is not None or msg.deliver_time_ms is not None
+                or msg.uniq_key is not None or msg.wait_store_msg_ok is not True):
+            return None
+        properties = msg.properties
+        delay = msg.delay_level
+        flag = msg.flag
+        if properties.__class__ is not dict or properties or delay.__class__ is not int or delay > 0:
+            return None
+        if flag.__class__ is not int or not -0x80000000 <= flag <= 0x7FFFFFFF:
+            return None
+        topic = msg.topic
+        body = msg.body
+        if topic.__class__ is not str or topic not in self.valid_topics or body.__class__ is not bytes:
+            return None
+        size = len(body)
+        if not size or size > max_size or size >= compress_over:
+            return None
+        uniq = self.uniq_keys.next()
+        text = f"UNIQ_KEY\x01{uniq}\x02"
+        return self.cls(topic, body, text, 0, flag, uniq, False, text.encode())
+
+
 SendFrame: type[SendFramePy] = SendFramePy
 ResultReader: type[ResultReaderPy] = ResultReaderPy
 send_reply = send_reply_py
 uniq_key = uniq_key_py
 UniqKeys: type[UniqKeysPy] = UniqKeysPy
+PlainPrep: type[PlainPrepPy] = PlainPrepPy
 _c = native.load("rocketlite.client._send_c")
 if _c is not None:
     SendFrame = _c.SendFrame
@@ -198,3 +243,4 @@ if _c is not None:
     send_reply = _c.send_reply
     uniq_key = _c.uniq_key
     UniqKeys = _c.UniqKeys
+    PlainPrep = _c.PlainPrep

@@ -13,7 +13,10 @@ from hypothesis import strategies as st
 
 from nativehelp import twin
 from rocketlite.client import send_codec as ref
-from rocketlite.client.producer import SendResult, SendStatus
+from rocketlite.client.errors import MQClientError
+from rocketlite.client.message import Message
+from rocketlite.client.producer import Producer, SendResult, SendStatus
+from rocketlite.client.send_types import _AsyncSend
 from rocketlite.common.errors import ProtocolError
 from rocketlite.protocol.bodies import MessageQueue
 from rocketlite.protocol.codes import CURRENT_VERSION, RequestCode, SerializeType
@@ -164,3 +167,58 @@ def test_uniq_keys_pass_on_a_failing_roll() -> None:
     for gen in (C.UniqKeys("AB", 0, roll), ref.UniqKeysPy("AB", 0, roll)):
         with pytest.raises(ValueError, match="no month"):
             gen.next()
+
+
+class _Keys:
+    """A deterministic UniqKeys for the preparers: the same ids in the same order."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def next(self) -> str:
+        self.n += 1
+        return f"{self.n:032X}"
+
+
+@st.composite
+def messages(draw: st.DrawFn) -> tuple[Message, bool]:
+    """A message and whether it has nothing beyond topic, body and flag."""
+    msg = Message(draw(st.sampled_from(["T", "Other", "bad topic"])),
+                  draw(st.sampled_from([b"", b"x", b"x" * 100, bytearray(b"xy"), "text"])),
+                  flag=draw(st.sampled_from([0, 7, -(2**31), 2**31 - 1, 2**31, True])))
+    plain = draw(st.booleans())
+    if not plain:
+        field, value = draw(st.sampled_from([
+            ("tags", "TagA"), ("tags", ""), ("keys", "k1 k2"), ("keys", []), ("properties", {"a": "b"}),
+            ("delay_level", 3), ("delay_level", -1), ("deliver_time_ms", 1), ("wait_store_msg_ok", False),
+            ("uniq_key", "0A000001000000000000000000000001")]))
+        setattr(msg, field, value)
+    return msg, plain
+
+
+@given(st.lists(messages(), min_size=1, max_size=8), st.sampled_from([50, 100, 4 * 1024 * 1024]),
+       st.sampled_from([2, 100, 4096]))
+def test_plain_prep(msgs: list[tuple[Message, bool]], max_size: int, compress_over: int) -> None:
+    """Equal prepared sends from both twins, each equal to the producer's general path but for
+    its UNIQ_KEY; None for what that path refuses, compresses or gives more properties, and
+    never for a plain message the general path prepares alike."""
+    producer = Producer("g", max_message_size=max_size, compress_over=compress_over)
+    producer._valid_topics.add("T")
+    c = C.PlainPrep(Message, _AsyncSend, _Keys(), producer._valid_topics)
+    py = ref.PlainPrepPy(Message, _AsyncSend, _Keys(), producer._valid_topics)
+    for msg, plain in msgs:
+        got = c.prepare(msg, max_size, compress_over)
+        assert got == py.prepare(msg, max_size, compress_over)
+        try:
+            want = producer._prepare(msg, _AsyncSend)
+        except MQClientError:
+            assert got is None
+            continue
+        if got is None:
+            assert not plain or msg.topic != "T" or want.sys_flag or type(msg.body) is not bytes \
+                or type(msg.flag) is not int
+            continue
+        assert type(got) is _AsyncSend
+        assert got.properties == f"UNIQ_KEY\x01{got.uniq_key}\x02" and got.wire == got.properties.encode()
+        got.uniq_key, got.properties, got.wire = want.uniq_key, want.properties, want.wire
+        assert got == want

@@ -18,7 +18,8 @@ Sends (sync, async, batch) are built without the generic codec: a ROCKETMQ binar
 byte-identical to the generic encoding; an async send's templates and queue choice are cached per
 publish info, ``send_types._Lanes``), sent through ``Connection.send_request``: an async send with
 a ``ReplyWaiter`` (``send_types._AsyncSend``) instead of a future. A reply's header becomes the
-``SendResult`` in ``send_codec.ResultReader``. Oneway sends keep the generic command.
+``SendResult`` in ``send_codec.ResultReader``. Oneway sends keep the generic command. Messages are
+prepared (checked and encoded once) in the base class, ``send_prep.SendPreparation``.
 """
 
 from __future__ import annotations
@@ -29,24 +30,16 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar, overload
+from typing import Any
 
 from rocketlite.client.errors import MQBrokerError, MQClientError
 from rocketlite.client.fault import LatencyFaultTolerance, select_queue
 from rocketlite.client.instance import ClientConfig, ClientInstance
-from rocketlite.client.message import (
-    Message,
-    UniqKeyGenerator,
-    check_topic,
-    check_uniq_key,
-    compress,
-    compression_flag,
-)
+from rocketlite.client.message import Message, UniqKeyGenerator, compression_flag
 from rocketlite.client.route import TopicPublishInfo, publish_info
 from rocketlite.client.send_codec import PlainPrep, SendFrame, SendFramePy
+from rocketlite.client.send_prep import SendPreparation
 from rocketlite.client.send_types import (
-    _READER,
-    _STATUS_BY_CODE,
     RETRY_CODES,
     MessageQueueSelector,
     SendResult,
@@ -58,18 +51,16 @@ from rocketlite.client.send_types import (
     select_by_hash,
 )
 from rocketlite.common.errors import RemotingError
-from rocketlite.formats import properties as props
 from rocketlite.protocol.bodies import MessageQueue, TopicRouteData
 from rocketlite.protocol.codes import RequestCode
 from rocketlite.protocol.command import RemotingCommand
-from rocketlite.protocol.message_batch import encode_message
 from rocketlite.remoting.pending import FutureWaiter, next_opaque
 
 __all__ = ["RETRY_CODES", "MessageQueueSelector", "Producer", "SendResult", "SendStatus", "select_by_hash"]
 
 log = logging.getLogger(__name__)
 
-class Producer:
+class Producer(SendPreparation):
     def __init__(
         self,
         group: str = "DEFAULT_PRODUCER",
@@ -200,99 +191,6 @@ class Producer:
                     return info
         raise MQClientError(f"no route for topic {topic!r}: the NameServers {inst.namesrv_addrs} know no "
                             "broker that accepts it (create the topic or enable autoCreateTopicEnable)")
-
-    # -- message preparation --------------------------------------------------------------------
-
-    @overload
-    def _prepare(self, msg: Message) -> _Prepared: ...
-    @overload
-    def _prepare(self, msg: Message, cls: type[_P]) -> _P: ...
-
-    def _prepare(self, msg: Message, cls: type[_Prepared] = _Prepared) -> _Prepared:
-        """``msg`` checked and encoded once for every attempt, as a ``cls`` (an ``_AsyncSend``
-        for ``send_async``)."""
-        topic = msg.topic
-        if topic not in self._valid_topics:
-            check_topic(topic)
-            if len(self._valid_topics) >= 4096:
-                self._valid_topics.clear()
-            self._valid_topics.add(topic)
-        body = msg.body
-        if body.__class__ is not bytes:
-            if not isinstance(body, bytes | bytearray | memoryview):
-                raise MQClientError(f"message body must be bytes, not {type(body).__name__}")
-            body = bytes(body)
-        size = len(body)
-        if not size:
-            raise MQClientError("message body is empty")
-        if size > self.max_message_size:
-            raise MQClientError(f"message body is {size} bytes; "
-                                f"max_message_size is {self.max_message_size}")
-        wire = msg.wire_properties()
-        uniq = msg.uniq_key
-        if uniq is None:
-            uniq = self._uniq.next()
-        else:
-            check_uniq_key(uniq)
-        sys_flag = 0
-        if size >= self.compress_over:
-            body = compress(body, self.compression, self.compress_level)
-            sys_flag |= compression_flag(self.compression)
-        # UNIQ_KEY last, after the message's own (which never hold it: it is reserved)
-        text = f"{props.encode_properties(wire) if wire else ''}{_UNIQ_KEY_NAME}{uniq}\x02"
-        try:
-            utf8 = text.encode()
-        except UnicodeEncodeError as e:
-            raise MQClientError(f"message properties are not encodable as UTF-8: {e}") from None
-        if not -0x80000000 <= msg.flag <= 0x7FFFFFFF:
-            raise MQClientError(f"message flag {msg.flag} does not fit Java's int")
-        return cls(msg.topic, body, text, sys_flag, msg.flag, uniq, False, utf8)
-
-    def _prepare_batch(self, msgs: Sequence[Message]) -> _Prepared:
-        if not msgs:
-            raise MQClientError("a batch needs at least one message")
-        topic = msgs[0].topic
-        parts, uniqs = [], []
-        for m in msgs:
-            if m.topic != topic:
-                raise MQClientError(f"a batch goes to one topic: {m.topic!r} is not {topic!r}")
-            if m.delay_level > 0 or m.deliver_time_ms is not None:
-                raise MQClientError("delayed messages cannot be sent in a batch")
-            if m.topic.startswith("%RETRY%"):
-                raise MQClientError("retry-topic messages cannot be sent in a batch")
-            p = self._prepare(m)
-            if p.sys_flag:  # Java never compresses inside a batch: the broker stores entries as sent
-                p = _Prepared(p.topic, bytes(m.body), p.properties, 0, p.flag, p.uniq_key)
-            parts.append(encode_message(p.body, p.properties, p.flag))
-            uniqs.append(p.uniq_key)
-        body = b"".join(parts)
-        if len(body) > self.max_message_size:
-            raise MQClientError(f"the batch is {len(body)} bytes; "
-                                f"max_message_size is {self.max_message_size}")
-        return _Prepared(topic, body, "", 0, 0, ",".join(uniqs), batch=True)
-
-    def _command(self, p: _Prepared, mq: MessageQueue) -> RemotingCommand:
-        """SEND_MESSAGE_V2 (or SEND_BATCH_MESSAGE) with SendMessageRequestHeaderV2's one-letter
-        fields, built straight into the ext map (the same map ``SendMessageRequestHeader
-        .to_v2_ext`` makes; checked by a test) since this runs once per message."""
-        ext = {
-            "a": self.group, "b": p.topic, "c": self.create_topic_key,
-            "d": str(self.default_topic_queue_nums), "e": str(mq.queueId), "f": str(p.sys_flag),
-            "g": str(time.time_ns() // 1_000_000),
-            "h": str(p.flag), "i": p.properties, "j": "0", "k": "false",
-            "m": "true" if p.batch else "false", "n": mq.brokerName,
-        }
-        code = RequestCode.SEND_BATCH_MESSAGE if p.batch else RequestCode.SEND_MESSAGE_V2
-        return RemotingCommand.request(code, ext, p.body)
-
-    def _result(self, reply: RemotingCommand, p: _Prepared, mq: MessageQueue, addr: str) -> SendResult:
-        status = _STATUS_BY_CODE.get(reply.code)  # type: ignore[call-overload]
-        if status is None:
-            raise MQBrokerError(reply.code, reply.remark, addr)
-        result: SendResult | None = _READER.read(reply.ext_fields, status, p.uniq_key, mq)
-        if result is None:
-            raise MQClientError(f"the send reply from {addr} is malformed: {reply.ext_fields}")
-        return result
 
     # -- sync -----------------------------------------------------------------------------------
 
@@ -543,7 +441,5 @@ class Producer:
             self._idle.set()
 
 
-_P = TypeVar("_P", bound=_Prepared)
 _SEND_V2 = int(RequestCode.SEND_MESSAGE_V2)
 _SEND_BATCH = int(RequestCode.SEND_BATCH_MESSAGE)
-_UNIQ_KEY_NAME = props.UNIQ_KEY + props.NAME_VALUE_SEPARATOR

@@ -385,10 +385,10 @@ class Producer(SendPreparation):
                         self._async_done(p, e)
                         return
                     if lane is not None:  # closed under us: found again next time
-                        lane.conn = None
-        asyncio.get_running_loop().create_task(self._slow_launch(p, retries, last))
+                        lanes.forget(conn)
+        asyncio.get_running_loop().create_task(self._slow_launch(p, last))
 
-    async def _slow_launch(self, p: _AsyncSend, retries: int, last: str | None) -> None:
+    async def _slow_launch(self, p: _AsyncSend, last: str | None) -> None:
         p.started = time.monotonic()
         p.mq = MessageQueue(p.topic, last or "?", -1)
         p.addr = ""

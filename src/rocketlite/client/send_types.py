@@ -126,6 +126,12 @@ class _Lanes:
         self.by_queue: dict[tuple[str, int], SendFramePy] = {}
         self.lanes: list[_Lane] = [] if info is None else [_Lane(mq, self.frame(mq)) for mq in info.queues]
 
+    def forget(self, conn: Connection) -> None:
+        """``conn`` was found closed: every lane on it looks its broker's connection up again."""
+        for lane in self.lanes:
+            if lane.conn is conn:
+                lane.conn = None
+
     def frame(self, mq: MessageQueue) -> SendFramePy:
         key = (mq.brokerName, mq.queueId)
         frame = self.by_queue.get(key)

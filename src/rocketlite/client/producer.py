@@ -37,7 +37,7 @@ from rocketlite.client.fault import LatencyFaultTolerance, select_queue
 from rocketlite.client.instance import ClientConfig, ClientInstance
 from rocketlite.client.message import Message, UniqKeyGenerator, compression_flag
 from rocketlite.client.route import TopicPublishInfo, publish_info
-from rocketlite.client.send_codec import PlainPrep, SendFrame, SendFramePy
+from rocketlite.client.send_codec import PlainPrep, SendFrame, SendFramePy, UniqKeysPy
 from rocketlite.client.send_prep import SendPreparation
 from rocketlite.client.send_types import (
     RETRY_CODES,
@@ -102,8 +102,7 @@ class Producer(SendPreparation):
         self._infos: dict[str, TopicPublishInfo] = {}
         self._lanes: dict[str, _Lanes] = {}
         self._templates: dict[tuple[str, str, int, bool], SendFramePy] = {}  # sync sends, batches
-        self._uniq = UniqKeyGenerator()
-        self._plain = PlainPrep(Message, _AsyncSend, self._uniq, self._valid_topics)  # send_async's
+        self._use_uniq_keys(UniqKeyGenerator())
         self._inflight = 0
         self._backlog: collections.deque[_AsyncSend] = collections.deque()
         self._idle: asyncio.Event | None = None
@@ -115,8 +114,7 @@ class Producer(SendPreparation):
         if self._started:
             return
         self.instance = ClientInstance(self.config)
-        self._uniq = UniqKeyGenerator(_packed_ipv4(self.instance.client_ip))
-        self._plain = PlainPrep(Message, _AsyncSend, self._uniq, self._valid_topics)
+        self._use_uniq_keys(UniqKeyGenerator(_packed_ipv4(self.instance.client_ip)))
         self.instance.register_producer(self)
         await self.instance.start()
         self._idle = asyncio.Event()
@@ -134,6 +132,13 @@ class Producer(SendPreparation):
                     await self._idle.wait()
         await self.instance.unregister(producer_group=self.group)
         await self.instance.close()
+
+    def _use_uniq_keys(self, uniq: UniqKeysPy) -> None:
+        """UNIQ_KEYs from ``uniq``, and the plain-message fast paths that take them: one making
+        ``send_async``'s ``_AsyncSend``, one the ``_Prepared`` of a sync send or a batch entry."""
+        self._uniq = uniq
+        self._plain = PlainPrep(Message, _AsyncSend, uniq, self._valid_topics)
+        self._plain_prepared = PlainPrep(Message, _Prepared, uniq, self._valid_topics)
 
     async def __aenter__(self) -> Producer:
         await self.start()
@@ -205,7 +210,8 @@ class Producer(SendPreparation):
     ) -> SendResult:
         """Send and wait for the broker's answer. ``queue`` or ``selector(queues, msg, arg)`` pin
         the queue (ordered messages: the same ``arg``, the same queue)."""
-        return await self._send(self._prepare(msg), queue, selector, arg, msg, timeout)
+        p = self._plain_prepared.prepare(msg, self.max_message_size, self.compress_over)
+        return await self._send(self._prepare(msg) if p is None else p, queue, selector, arg, msg, timeout)
 
     async def send_batch(self, msgs: Sequence[Message], queue: MessageQueue | None = None,
                          *, timeout: float | None = None) -> SendResult:  # noqa: ASYNC109

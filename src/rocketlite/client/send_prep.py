@@ -11,7 +11,7 @@ from typing import TypeVar, overload
 
 from rocketlite.client.errors import MQBrokerError, MQClientError
 from rocketlite.client.message import Message, check_topic, check_uniq_key, compress, compression_flag
-from rocketlite.client.send_codec import UniqKeysPy
+from rocketlite.client.send_codec import PlainPrepPy, UniqKeysPy
 from rocketlite.client.send_types import _READER, _STATUS_BY_CODE, SendResult, _Prepared
 from rocketlite.formats import properties as props
 from rocketlite.protocol.bodies import MessageQueue
@@ -35,6 +35,7 @@ class SendPreparation:
     compress_level: int
     _valid_topics: set[str]  # names check_topic passed (bounded)
     _uniq: UniqKeysPy
+    _plain_prepared: PlainPrepPy  # the fast path of _prepare for plain messages (send_codec.PlainPrep)
 
     @overload
     def _prepare(self, msg: Message) -> _Prepared: ...
@@ -93,7 +94,9 @@ class SendPreparation:
                 raise MQClientError("delayed messages cannot be sent in a batch")
             if m.topic.startswith("%RETRY%"):
                 raise MQClientError("retry-topic messages cannot be sent in a batch")
-            p = self._prepare(m)
+            p = self._plain_prepared.prepare(m, self.max_message_size, self.compress_over)
+            if p is None:
+                p = self._prepare(m)
             if p.sys_flag:  # Java never compresses inside a batch: the broker stores entries as sent
                 p = _Prepared(p.topic, bytes(m.body), p.properties, 0, p.flag, p.uniq_key)
             parts.append(encode_message(p.body, p.properties, p.flag))

@@ -15,6 +15,7 @@ from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 from cpython.object cimport Py_TYPE, PyObject, descrsetfunc
 from cpython.unicode cimport PyUnicode_GET_LENGTH, PyUnicode_READ_CHAR
+from rocketlite.common._decimal cimport write_decimal
 
 cdef enum:
     NKEYS = 14
@@ -236,7 +237,7 @@ cdef class _Buf:
         self.n += 16
 
     cdef inline void dec(self, int64_t v):
-        self.n += _dec(self.p + self.n, v)
+        self.n += write_decimal(v, self.p + self.n)
 
     cdef bytes take(self):
         out = PyBytes_FromStringAndSize(self.p, self.n)
@@ -244,30 +245,9 @@ cdef class _Buf:
         return out
 
 
-cdef Py_ssize_t _dec(char* q, int64_t v) noexcept:
-    """``v`` in decimal at ``q``; returns its length (at most 20)."""
-    cdef char tmp[20]
-    cdef Py_ssize_t k = 0, j = 0
-    cdef uint64_t u = <uint64_t>(-(v + 1)) + 1 if v < 0 else <uint64_t>v
-    while True:
-        tmp[k] = 48 + <char>(u % 10)
-        k += 1
-        u //= 10
-        if u == 0:
-            break
-    if v < 0:
-        q[0] = 45
-        j = 1
-    while k:
-        k -= 1
-        q[j] = tmp[k]
-        j += 1
-    return j
-
-
 cdef inline Py_ssize_t _dec_len(int64_t v) noexcept:
     cdef char tmp[24]
-    return _dec(tmp, v)
+    return write_decimal(v, tmp)
 
 
 cdef class OkRuns:

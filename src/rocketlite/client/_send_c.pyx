@@ -14,6 +14,7 @@ from cpython.unicode cimport PyUnicode_FromStringAndSize
 from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
+from rocketlite.common._decimal cimport write_decimal
 
 from rocketlite.common.errors import ProtocolError
 from rocketlite.protocol.codes import CURRENT_VERSION, LanguageCode, RequestCode
@@ -35,29 +36,6 @@ cdef inline void _put32(unsigned char* p, uint32_t v) noexcept nogil:
     p[1] = (v >> 16) & 0xFF
     p[2] = (v >> 8) & 0xFF
     p[3] = v & 0xFF
-
-
-cdef inline Py_ssize_t _digits(int64_t v, char* out) noexcept nogil:
-    """``v`` in decimal into ``out`` (20 bytes at least); returns the length."""
-    cdef char tmp[20]
-    cdef Py_ssize_t n = 0, i, k = 0
-    cdef uint64_t u
-    if v < 0:
-        u = <uint64_t>0 - <uint64_t>v
-    else:
-        u = <uint64_t>v
-    while True:
-        tmp[n] = <char>(48 + u % 10)
-        n += 1
-        u //= 10
-        if u == 0:
-            break
-    if v < 0:
-        out[0] = 45
-        k = 1
-    for i in range(n):
-        out[k + i] = tmp[n - 1 - i]
-    return k + n
 
 
 cdef inline unsigned char* _var(unsigned char* p, char key, const char* v, Py_ssize_t n) noexcept nogil:
@@ -88,7 +66,7 @@ cdef class SendFrame:
         cdef char f[21]
         cdef char g[21]
         cdef char h[21]
-        cdef Py_ssize_t fn = _digits(sys_flag, f), gn = _digits(born_ms, g), hn = _digits(flag, h)
+        cdef Py_ssize_t fn = write_decimal(sys_flag, f), gn = write_decimal(born_ms, g), hn = write_decimal(flag, h)
         cdef Py_ssize_t pn = PyBytes_GET_SIZE(self.prefix), sn = PyBytes_GET_SIZE(self.suffix)
         cdef Py_ssize_t in_ = PyBytes_GET_SIZE(properties), bn = PyBytes_GET_SIZE(body)
         cdef Py_ssize_t ext_len = pn + sn + 28 + fn + gn + hn + in_

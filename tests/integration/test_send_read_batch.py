@@ -157,6 +157,41 @@ async def test_one_producer_is_answered_at_its_reads_end_many_share_an_append(
             conn.connection_lost(None)
 
 
+async def test_a_long_read_of_one_producer_is_answered_in_chunks(tmp_path: Path) -> None:
+    """Of a producer's read of more than ``RUN_CHUNK`` sends, the first ``RUN_CHUNK`` are appended
+    and their replies written before the rest are worked on (the producer refills its window
+    meanwhile), the rest in one append: every send answered once, in order, offsets consecutive."""
+    from rocketlite.broker.send import RUN_CHUNK
+
+    async with running(tmp_path / "store") as env:
+        store = env.broker.store
+        calls: list[int] = []
+        put = store.put_messages
+
+        def counting(msgs: Sequence[MessageToStore]):  # type: ignore[no-untyped-def]
+            calls.append(len(msgs))
+            return put(msgs)
+
+        store.put_messages = counting  # type: ignore[method-assign]
+        a = env.broker.server._make_connection()
+        ta = connect(a)
+        try:
+            a.data_received(frame(0, b"first"))
+            await asyncio.sleep(0)  # a new producer: appended at the end of the loop iteration
+            calls.clear()
+            n = 2 * RUN_CHUNK + RUN_CHUNK // 2
+            before = len(ta.writes)
+            a.data_received(b"".join(frame(1 + i, b"m%d" % i) for i in range(n)))
+            assert calls == [RUN_CHUNK, n - RUN_CHUNK]
+            assert len(ta.writes) - before == 2  # the first chunk's replies within the read
+            replies = written(ta)[1:]
+            assert [r.opaque for r in replies] == list(range(1, n + 1))
+            assert all(r.code == ResponseCode.SUCCESS for r in replies)
+            assert [int(r.ext_fields["queueOffset"]) for r in replies] == list(range(1, n + 1))
+        finally:
+            a.connection_lost(None)  # a fake transport: nothing tells the broker it closed
+
+
 async def test_a_message_that_fails_alone_for_another_reason_is_answered_and_the_rest_stored(
         tmp_path: Path) -> None:
     from rocketlite.common.errors import MessageIllegalError

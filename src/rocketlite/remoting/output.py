@@ -76,6 +76,11 @@ class CoalescedOutput:
         if not self._in_read:
             self._flush_out()
 
+    def flush_now(self) -> None:
+        """Write what is waiting now, even inside a read (a processor that answered part of a
+        read's requests: the peer starts on those replies while the rest are worked on)."""
+        self._flush_out()
+
     def _schedule_flush(self) -> None:
         if not self._in_read and not self._flush_scheduled:
             self._flush_scheduled = True

@@ -17,6 +17,7 @@ from rocketlite.protocol.codes import RequestCode, ResponseCode, SerializeType
 from rocketlite.protocol.command import FrameDecoder, RemotingCommand
 from rocketlite.protocol.headers import SendMessageRequestHeader
 from rocketlite.store.message import MessageToStore
+from rocketlite.store.message_store import MessageStore
 
 pytestmark = pytest.mark.integration
 
@@ -32,6 +33,19 @@ def frame(opaque: int, body: bytes, *, binary: bool = False, topic: str = "ReadB
         cmd.serialize_type = SerializeType.ROCKETMQ
     cmd.opaque = opaque
     return cmd.encode()
+
+
+def count_puts(store: MessageStore) -> list[int]:
+    """The sizes of ``store.put_messages`` calls from now on (the list fills as they happen)."""
+    calls: list[int] = []
+    put = store.put_messages
+
+    def counting(msgs: Sequence[MessageToStore]):  # type: ignore[no-untyped-def]
+        calls.append(len(msgs))
+        return put(msgs)
+
+    store.put_messages = counting  # type: ignore[method-assign]
+    return calls
 
 
 async def exchange(env: Env, frames: list[bytes]) -> dict[int, RemotingCommand]:
@@ -54,14 +68,7 @@ async def exchange(env: Env, frames: list[bytes]) -> dict[int, RemotingCommand]:
 async def test_one_read_one_append_and_a_bad_message_answered_alone(tmp_path: Path) -> None:
     async with running(tmp_path / "store") as env:
         store = env.broker.store
-        calls: list[int] = []
-        put = store.put_messages
-
-        def counting(msgs: Sequence[MessageToStore]):  # type: ignore[no-untyped-def]
-            calls.append(len(msgs))
-            return put(msgs)
-
-        store.put_messages = counting  # type: ignore[method-assign]
+        calls = count_puts(store)
         assert (await exchange(env, [frame(1, b"first")]))[1].code == ResponseCode.SUCCESS
         calls.clear()
         got = await exchange(env, [frame(10 + i, b"m%d" % i, binary=i % 5 == 0)
@@ -121,14 +128,7 @@ async def test_one_producer_is_answered_at_its_reads_end_many_share_an_append(
     connections read in the same loop iteration share one append, answered after it."""
     async with running(tmp_path / "store") as env:
         store = env.broker.store
-        calls: list[int] = []
-        put = store.put_messages
-
-        def counting(msgs: Sequence[MessageToStore]):  # type: ignore[no-untyped-def]
-            calls.append(len(msgs))
-            return put(msgs)
-
-        store.put_messages = counting  # type: ignore[method-assign]
+        calls = count_puts(store)
         a, b = env.broker.server._make_connection(), env.broker.server._make_connection()
         ta, tb = connect(a), connect(b)
         a.data_received(b"".join(frame(i, b"a") for i in range(3)))
@@ -165,14 +165,7 @@ async def test_a_long_read_of_one_producer_is_answered_in_chunks(tmp_path: Path)
 
     async with running(tmp_path / "store") as env:
         store = env.broker.store
-        calls: list[int] = []
-        put = store.put_messages
-
-        def counting(msgs: Sequence[MessageToStore]):  # type: ignore[no-untyped-def]
-            calls.append(len(msgs))
-            return put(msgs)
-
-        store.put_messages = counting  # type: ignore[method-assign]
+        calls = count_puts(store)
         a = env.broker.server._make_connection()
         ta = connect(a)
         try:

@@ -12,8 +12,12 @@ writes per read. Stabler than wall-clock figures on shared cores.
     python bench/send_cpu.py --batch 256 --per-read 4 --reads 200 --split   # + where it goes
 
 ``--split`` times the stages of the send path (main thread CPU, ``time.thread_time``, around
-each call: about a microsecond per call, so meant for batches) and prints them per message,
-with the rest of the read (framing, header, reply) as ``other``.
+each call: about a microsecond per call) and prints them per message, with the rest of the read
+as ``other``. For single sends use ``--per-read 32`` (at most ``RUN_CHUNK``: a longer read
+appends its first chunk inside ``send_run``): frame split + header decode (``feed``),
+``CommitLog.append``, dispatch (``_dispatch_segment``, ``_end_round``), the replies
+(``_write_ok``); ``other`` is the connection's loop, taking the sends (``send_run``, bound
+when the broker registered it) and the store's call around the append.
 
 Instructions per message, stable on busy cores: the main thread's count (callgrind with
 ``--separate-threads=yes --dump-instr=no``, file ``<out>-01``) of a run with ``--repeat 1 --reads
@@ -43,7 +47,14 @@ from rocketlite.broker.broker import Broker  # noqa: E402
 from rocketlite.broker.config import BrokerConfig  # noqa: E402
 from rocketlite.store.config import StoreConfig  # noqa: E402
 
-_STAGES = (  # (module, owner, attribute) of the stages ``--split`` times
+_SINGLE_STAGES = (  # the stages ``--split`` times for single sends (none calls another)
+    ("rocketlite.protocol.command", "FrameDecoder", "feed"),
+    ("rocketlite.store.commitlog", "CommitLog", "append"),
+    ("rocketlite.store.dispatcher", "Dispatcher", "_dispatch_segment"),
+    ("rocketlite.store.dispatcher", "Dispatcher", "_end_round"),
+    ("rocketlite.broker.send", "SendProcessor", "_write_ok"),
+)
+_STAGES = (  # (module, owner, attribute) of the stages ``--split`` times for batches
     ("rocketlite.broker.send", None, "decode_batch"),
     ("rocketlite.store.commitlog", "CommitLog", "append_batch"),
     ("rocketlite.store.dispatcher", "Dispatcher", "_dispatch_hint"),
@@ -53,13 +64,13 @@ _STAGES = (  # (module, owner, attribute) of the stages ``--split`` times
 )
 
 
-def time_stages() -> dict[str, float]:
-    """Wrap every stage of ``_STAGES`` to add its main-thread CPU seconds to the returned dict."""
+def time_stages(stages: tuple[tuple[str, str | None, str], ...]) -> dict[str, float]:
+    """Wrap every stage of ``stages`` to add its main-thread CPU seconds to the returned dict."""
     import importlib
 
     spent: dict[str, float] = {}
     clock = time.thread_time
-    for module, owner, attr in _STAGES:
+    for module, owner, attr in stages:
         mod = importlib.import_module(module)
         target = mod if owner is None else getattr(mod, owner)
         fn = getattr(target, attr)
@@ -132,7 +143,8 @@ async def run(args: argparse.Namespace, root: Path) -> None:
             conn.data_received(data)
         await asyncio.sleep(0.1)
         prof = cProfile.Profile() if args.profile else None
-        spent = time_stages() if args.split else None
+        spent = (time_stages(_STAGES if args.batch else _SINGLE_STAGES) if args.split
+                 else None)
         main_cpu = 0.0
         best = float("inf")
         writes = 0

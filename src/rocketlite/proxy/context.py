@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from rocketlite.proxy.sessions import Sessions
+from rocketlite.proxy.status import Code, FrontError
 
 if TYPE_CHECKING:
     from rocketlite.broker.broker import Broker
@@ -52,3 +53,27 @@ def metadata(context: ServicerContext, key: str) -> str | None:
 
 def client_id(context: ServicerContext) -> str | None:
     return metadata(context, CLIENT_ID)
+
+
+def require_client_id(context: ServicerContext) -> str:
+    """``x-mq-client-id``, or ``FrontError(CLIENT_ID_REQUIRED)`` when it is missing or blank."""
+    cid = metadata(context, CLIENT_ID)
+    if cid is None or not cid.strip():
+        raise FrontError(Code.CLIENT_ID_REQUIRED,
+                         f"the request carries no {CLIENT_ID} metadata: the client is unknown")
+    return cid
+
+
+def peer_address(context: ServicerContext) -> tuple[str, int]:
+    """The client's host and port from gRPC's peer string (``ipv4:1.2.3.4:5``,
+    ``ipv6:[::1]:5``); ``("127.0.0.1", 0)`` when it names no TCP peer."""
+    peer = context.peer() or ""
+    kind, _, rest = peer.partition(":")
+    if kind not in ("ipv4", "ipv6") or ":" not in rest:
+        return "127.0.0.1", 0
+    host, _, port = rest.rpartition(":")
+    host = host.strip("[]")
+    try:
+        return host, int(port)
+    except ValueError:
+        return host, 0

@@ -1,0 +1,14 @@
+"""EndTransaction (placeholder until the transaction step)."""
+
+from __future__ import annotations
+
+from rocketlite.proxy.context import FrontContext, ServicerContext
+from rocketlite.proxy.pb import service_pb2 as spb
+from rocketlite.proxy.status import Code, status
+
+
+async def end_transaction(
+    ctx: FrontContext, request: spb.EndTransactionRequest, context: ServicerContext,
+) -> spb.EndTransactionResponse:
+    return spb.EndTransactionResponse(status=status(
+        Code.NOT_IMPLEMENTED, "EndTransaction is not implemented yet"))

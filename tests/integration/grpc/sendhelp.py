@@ -1,11 +1,12 @@
-"""Helpers of the send and transaction tests (not a test module): v2 messages as the 5.x
-client builds them, and reading a topic back from the store."""
+"""Helpers of the gRPC producer-side tests (not a test module): v2 messages and Settings as the
+5.x client builds them, a Telemetry stream, and reading a topic back from the store."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
 import time
+from collections.abc import AsyncIterator
 
 from google.protobuf.timestamp_pb2 import Timestamp
 from grpchelp import GrpcEnv, client_metadata
@@ -68,3 +69,40 @@ async def wait_records(g: GrpcEnv, topic: str, n: int, within: float = 5.0
         if len(recs) >= n or time.monotonic() > deadline:
             return recs
         await asyncio.sleep(0.02)
+
+
+def consumer_settings(group: str, client_type: int = pb.ClientType.SIMPLE_CONSUMER) -> pb.Settings:
+    return pb.Settings(client_type=client_type, subscription=pb.Subscription(
+        group=pb.Resource(name=group), subscriptions=[pb.SubscriptionEntry(
+            topic=pb.Resource(name="T1"),
+            expression=pb.FilterExpression(type=pb.FilterType.TAG, expression="a || b"))]))
+
+
+def producer_settings(*topics: str) -> pb.Settings:
+    return pb.Settings(client_type=pb.ClientType.PRODUCER, publishing=pb.Publishing(
+        topics=[pb.Resource(name=t) for t in topics], max_body_size=4 << 20,
+        validate_message_type=True))
+
+
+class Stream:
+    """A Telemetry stream: ``send`` a command, ``recv`` the next one from the server."""
+
+    def __init__(self, g: GrpcEnv, metadata: tuple[tuple[str, str], ...] | None = None) -> None:
+        self.out: asyncio.Queue[spb.TelemetryCommand | None] = asyncio.Queue()
+        self.call = g.stub.Telemetry(self._gen(), metadata=metadata or client_metadata())
+
+    async def _gen(self) -> AsyncIterator[spb.TelemetryCommand]:
+        while (cmd := await self.out.get()) is not None:
+            yield cmd
+
+    async def send(self, cmd: spb.TelemetryCommand) -> None:
+        await self.out.put(cmd)
+
+    async def recv(self) -> spb.TelemetryCommand:
+        r = await asyncio.wait_for(self.call.read(), 5)
+        assert isinstance(r, spb.TelemetryCommand), r
+        return r
+
+    async def close(self) -> None:
+        await self.out.put(None)
+        self.call.cancel()

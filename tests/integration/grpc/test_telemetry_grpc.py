@@ -5,9 +5,9 @@ carries the server's values, and bad commands get a status instead of a broken s
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 from grpchelp import CLIENT_ID, GrpcEnv, client_metadata
+from sendhelp import Stream, consumer_settings, producer_settings
 
 from rocketlite.broker.subscriptions import SubscriptionGroupConfig
 from rocketlite.protocol.bodies import ConsumeType
@@ -16,43 +16,6 @@ from rocketlite.proxy.pb import definition_pb2 as pb
 from rocketlite.proxy.pb import service_pb2 as spb
 
 NO_ID = tuple(kv for kv in client_metadata() if kv[0] != "x-mq-client-id")
-
-
-def consumer_settings(group: str, client_type: int = pb.ClientType.SIMPLE_CONSUMER) -> pb.Settings:
-    return pb.Settings(client_type=client_type, subscription=pb.Subscription(
-        group=pb.Resource(name=group), subscriptions=[pb.SubscriptionEntry(
-            topic=pb.Resource(name="T1"),
-            expression=pb.FilterExpression(type=pb.FilterType.TAG, expression="a || b"))]))
-
-
-def producer_settings(*topics: str) -> pb.Settings:
-    return pb.Settings(client_type=pb.ClientType.PRODUCER, publishing=pb.Publishing(
-        topics=[pb.Resource(name=t) for t in topics], max_body_size=4 << 20,
-        validate_message_type=True))
-
-
-class Stream:
-    """A Telemetry stream: ``send`` a command, ``recv`` the next one from the server."""
-
-    def __init__(self, g: GrpcEnv, metadata: tuple[tuple[str, str], ...] | None = None) -> None:
-        self.out: asyncio.Queue[spb.TelemetryCommand | None] = asyncio.Queue()
-        self.call = g.stub.Telemetry(self._gen(), metadata=metadata or client_metadata())
-
-    async def _gen(self) -> AsyncIterator[spb.TelemetryCommand]:
-        while (cmd := await self.out.get()) is not None:
-            yield cmd
-
-    async def send(self, cmd: spb.TelemetryCommand) -> None:
-        await self.out.put(cmd)
-
-    async def recv(self) -> spb.TelemetryCommand:
-        r = await asyncio.wait_for(self.call.read(), 5)
-        assert isinstance(r, spb.TelemetryCommand), r
-        return r
-
-    async def close(self) -> None:
-        await self.out.put(None)
-        self.call.cancel()
 
 
 async def test_heartbeat_and_termination_are_seen_by_the_consumer_manager(g: GrpcEnv) -> None:

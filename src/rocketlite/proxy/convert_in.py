@@ -24,7 +24,8 @@ when it says so, else FIFO with a message group, else DELAY with a delivery time
 
 What is stored: the body as sent; properties (in this order) the user properties, ``TAGS``,
 ``KEYS`` (space-joined), ``UNIQ_KEY`` = ``message_id``, ``__SHARDINGKEY`` = ``message_group``,
-``TIMER_DELIVER_MS`` = ``delivery_timestamp`` (the broker's timer diverter delays it),
+``TIMER_DELIVER_MS`` = ``delivery_timestamp`` (the broker's timer diverter delays it; see
+``delivery_ms`` for the Python client's milliseconds in the seconds field),
 ``TRACE_CONTEXT``, and for a transaction ``TRAN_MSG`` = true, ``PGROUP`` = the topic (a 5.x
 producer has no group: the proxy's rule, which the transaction check follows to the producers
 registered under the topic) and ``CHECK_IMMUNITY_TIME_IN_SECONDS`` from
@@ -39,6 +40,8 @@ import ipaddress
 import time
 from dataclasses import dataclass
 
+from google.protobuf.timestamp_pb2 import Timestamp
+
 from rocketlite.client.message import SHARDING_KEY
 from rocketlite.formats.message_record import SYSFLAG_COMPRESSED, SYSFLAG_TRANSACTION_PREPARED
 from rocketlite.formats.properties import KEYS, PGROUP, TAGS, TRAN_MSG, UNIQ_KEY
@@ -52,6 +55,7 @@ MAX_USER_PROPERTY_BYTES = 16 * 1024  # ProxyConfig.maxUserPropertySize
 TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
 CHECK_IMMUNITY = "CHECK_IMMUNITY_TIME_IN_SECONDS"
 TRACE_CONTEXT = "TRACE_CONTEXT"
+MS_IN_SECONDS = 100_000_000_000
 MT = pb.MessageType
 TYPE_NAMES: dict[int, str] = {MT.NORMAL: "NORMAL", MT.FIFO: "FIFO", MT.DELAY: "DELAY",
               MT.TRANSACTION: "TRANSACTION"}
@@ -87,6 +91,15 @@ def message_type(sp: pb.SystemProperties) -> int:
     if sp.HasField("delivery_timestamp"):
         return MT.DELAY
     return MT.NORMAL
+
+
+def delivery_ms(ts: Timestamp) -> int:
+    """A delivery timestamp in epoch ms. A ``seconds`` field beyond ``MS_IN_SECONDS`` (year
+    5138) is read as milliseconds: rocketmq-python-client 5.1.2 writes its ``delivery_timestamp``
+    (ms, as its docstring says) into ``Timestamp.seconds``."""
+    if ts.seconds > MS_IN_SECONDS:
+        return ts.seconds
+    return ts.seconds * 1000 + ts.nanos // 1_000_000
 
 
 def _check_body_and_type(m: pb.Message, into: Inbound) -> int:
@@ -154,8 +167,7 @@ def _system_properties(sp: pb.SystemProperties, kind: int, into: Inbound,
     elif kind == MT.FIFO:
         raise FrontError(Code.ILLEGAL_MESSAGE_GROUP, "a FIFO message needs a message group")
     if sp.HasField("delivery_timestamp"):
-        ts = sp.delivery_timestamp
-        deliver_ms = ts.seconds * 1000 + ts.nanos // 1_000_000
+        deliver_ms = delivery_ms(sp.delivery_timestamp)
         if deliver_ms < 0 or deliver_ms - into.now_ms > into.max_delay_ms:
             raise FrontError(Code.ILLEGAL_DELIVERY_TIME,
                              f"the delivery time {deliver_ms} ms is not within 0 .. now + "

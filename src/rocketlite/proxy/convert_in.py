@@ -116,6 +116,8 @@ def _check_body_and_type(m: pb.Message, into: Inbound) -> int:
     sp = m.system_properties
     kind = message_type(sp)
     declared = sp.message_type
+    if declared == MT.FIFO and not sp.HasField("message_group"):
+        raise FrontError(Code.ILLEGAL_MESSAGE_GROUP, "a FIFO message needs a message group")
     if declared in TYPE_NAMES and declared != kind:
         raise FrontError(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
                          f"the message says it is {TYPE_NAMES[declared]} but its fields make it "
@@ -164,8 +166,6 @@ def _system_properties(sp: pb.SystemProperties, kind: int, into: Inbound,
     if sp.HasField("message_group"):
         validate.message_group(sp.message_group)
         props[SHARDING_KEY] = sp.message_group
-    elif kind == MT.FIFO:
-        raise FrontError(Code.ILLEGAL_MESSAGE_GROUP, "a FIFO message needs a message group")
     if sp.HasField("delivery_timestamp"):
         deliver_ms = delivery_ms(sp.delivery_timestamp)
         if deliver_ms < 0 or deliver_ms - into.now_ms > into.max_delay_ms:

@@ -4,6 +4,7 @@ the per-entry answer, one store call per request, and every refusal's code."""
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from rocketlite.formats.message_id import decode_message_id
 from rocketlite.protocol.bodies import TopicConfig
 from rocketlite.proxy.pb import definition_pb2 as pb
 from rocketlite.proxy.producer import consistent_hash
+from rocketlite.store.message_store import PutResult
 
 C = pb.Code
 
@@ -124,8 +126,9 @@ async def test_an_unknown_topic_is_created_or_not_found(tmp_path: Path, g: GrpcE
     (lambda: message("E1", deliver_ms=int(time.time() * 1000) + 10 * 86_400_000),
      C.ILLEGAL_DELIVERY_TIME, "timerMaxDelaySec"),
     (lambda: message("E1", deliver_ms=-5), C.ILLEGAL_DELIVERY_TIME, "delivery time"),
-    (lambda: message("E1", kind=pb.MessageType.FIFO), C.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
-     "FIFO"),
+    (lambda: message("E1", kind=pb.MessageType.FIFO), C.ILLEGAL_MESSAGE_GROUP, "needs a message"),
+    (lambda: message("E1", group="g1", kind=pb.MessageType.NORMAL),
+     C.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "says it is NORMAL"),
     (lambda: message("E1", group=" "), C.ILLEGAL_MESSAGE_GROUP, "blank"),
     (lambda: message("E1", group="g" * 64), C.ILLEGAL_MESSAGE_GROUP, "longer"),
     (lambda: message("NORMAL_ONLY", group="g1"), C.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
@@ -174,3 +177,23 @@ async def test_transaction_id_is_the_half_records_offset_id(g: GrpcEnv) -> None:
     assert rec.properties["UNIQ_KEY"] == r.entries[0].message_id
     assert rec.properties["PGROUP"] == "X1" and rec.properties["REAL_TOPIC"] == "X1"
     assert records(g, "X1") == []  # not readable before its commit
+
+
+async def test_a_flush_not_done_in_time_is_master_persistence_timeout(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with grpc_world(tmp_path / "s", flushDiskType="SYNC_FLUSH",
+                          syncFlushTimeout="200") as g:
+        topic(g, "S2")
+        store = g.broker.store
+        real = store.put_messages
+
+        def never_flushed(msgs):  # type: ignore[no-untyped-def]
+            put = real(msgs)
+            return PutResult(put.results, Future())
+
+        monkeypatch.setattr(store, "put_messages", never_flushed)
+        r = await send(g, message("S2", b"slow"))
+        assert r.status.code == C.MASTER_PERSISTENCE_TIMEOUT and "not flushed" in r.status.message
+        e = r.entries[0]
+        assert e.status.code == C.MASTER_PERSISTENCE_TIMEOUT and e.message_id  # stored all the same
+        assert len(await wait_records(g, "S2", 1)) == 1

@@ -130,3 +130,16 @@ async def test_telemetry_without_client_id_is_answered_and_ended(g: GrpcEnv) -> 
         assert r.status.code == pb.Code.CLIENT_ID_REQUIRED
     finally:
         await s.close()
+
+
+async def test_an_idle_session_is_swept_and_leaves_its_group(g: GrpcEnv) -> None:
+    r = await g.stub.Heartbeat(spb.HeartbeatRequest(
+        group=pb.Resource(name="G2"), client_type=pb.ClientType.PUSH_CONSUMER),
+        timeout=5, metadata=client_metadata())
+    assert r.status.code == pb.Code.OK
+    assert g.front.sweep() == 0  # not idle yet
+    g.front.session_idle_s = 0.0
+    await asyncio.sleep(0.01)
+    assert g.front.sweep() == 1
+    assert g.broker.consumers.get("G2") is None
+    assert g.front.ctx.sessions.get(CLIENT_ID) is None

@@ -8,6 +8,7 @@ on every call.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -67,7 +68,11 @@ def require_client_id(context: ServicerContext) -> str:
 def peer_address(context: ServicerContext) -> tuple[str, int]:
     """The client's host and port from gRPC's peer string (``ipv4:1.2.3.4:5``,
     ``ipv6:[::1]:5``); ``("127.0.0.1", 0)`` when it names no TCP peer."""
-    peer = context.peer() or ""
+    return _parse_peer(context.peer() or "")
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_peer(peer: str) -> tuple[str, int]:
     kind, _, rest = peer.partition(":")
     if kind not in ("ipv4", "ipv6") or ":" not in rest:
         return "127.0.0.1", 0

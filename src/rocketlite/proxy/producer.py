@@ -42,6 +42,8 @@ from rocketlite.proxy.transaction import end_transaction as end_transaction
 __all__ = ["consistent_hash", "end_transaction", "send_message"]
 
 MAX_MESSAGES = 1024  # per request
+TRANSACTION = int(pb.MessageType.TRANSACTION)
+DELAY = int(pb.MessageType.DELAY)
 _MASK64 = (1 << 64) - 1
 
 
@@ -107,11 +109,10 @@ async def send_message(
                 try:
                     msg = broker.divert(msg)
                 except MessageIllegalError as e:
-                    code = Code.ILLEGAL_DELIVERY_TIME if kind == pb.MessageType.DELAY else \
-                        Code.BAD_REQUEST
+                    code = Code.ILLEGAL_DELIVERY_TIME if kind == DELAY else Code.BAD_REQUEST
                     raise FrontError(code, str(e)) from None
             stored.append(msg)
-            txn.append(kind == pb.MessageType.TRANSACTION)
+            txn.append(kind == TRANSACTION)
     except Exception as e:  # noqa: BLE001 - refused whole, with its status
         return _refused(n, error_status(e))
     try:

@@ -4,7 +4,9 @@
 =====================  ===============================  ===========================================
 check                  code                             rule
 =====================  ===============================  ===========================================
-``topic_name``         ILLEGAL_TOPIC                    not blank, ``[%|a-zA-Z0-9_-]``, <= 127
+``topic_name``         ILLEGAL_TOPIC                    not blank, ``[%|a-zA-Z0-9_-]``, <= 127,
+                                                        not a system topic (``SYSTEM_TOPICS``,
+                                                        ``rmq_sys_*``: clients may not use them)
 ``group_name``         ILLEGAL_CONSUMER_GROUP           not blank, ``[%|a-zA-Z0-9_-]``, <= 255
 ``tag``                ILLEGAL_MESSAGE_TAG              empty, or not blank, no ``|``, no control
 ``key``                ILLEGAL_MESSAGE_KEY              empty, or not blank, no control character
@@ -21,13 +23,22 @@ from __future__ import annotations
 
 import re
 
-from rocketlite.broker.topics import TopicError, validate_topic
+from rocketlite.broker.topics import (
+    AUTO_CREATE_TOPIC,
+    NOT_ALLOWED_SEND_TOPICS,
+    OFFSET_MOVED_EVENT,
+    SYSTEM_TOPIC_PREFIX,
+    TopicError,
+    validate_topic,
+)
 from rocketlite.proxy.channels import SYSTEM_KEYS
 from rocketlite.proxy.pb import definition_pb2 as pb
 from rocketlite.proxy.status import Code, FrontError
 
 GROUP_MAX_LENGTH = 255
 MAX_MESSAGE_GROUP = 64  # ProxyConfig.maxMessageGroupSize (bytes)
+# TopicValidator.SYSTEM_TOPIC_SET (the broker-only topics, TBW102, OFFSET_MOVED_EVENT)
+SYSTEM_TOPICS = NOT_ALLOWED_SEND_TOPICS | {AUTO_CREATE_TOPIC, OFFSET_MOVED_EVENT}
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _GROUP_CHARS = re.compile(r"[%|a-zA-Z0-9_-]+", re.ASCII)
 
@@ -42,6 +53,8 @@ def topic_name(res: pb.Resource) -> str:
         validate_topic(name)
     except TopicError as e:
         raise FrontError(Code.ILLEGAL_TOPIC, f"illegal topic: {e}") from None
+    if name in SYSTEM_TOPICS or name.startswith(SYSTEM_TOPIC_PREFIX):
+        raise FrontError(Code.ILLEGAL_TOPIC, f"cannot access system topic {name}")
     return name
 
 

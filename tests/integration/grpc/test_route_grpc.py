@@ -75,6 +75,8 @@ async def test_route_errors(g: GrpcEnv) -> None:
     assert r.status.code == pb.Code.ILLEGAL_TOPIC and "bad topic" in r.status.message
     r = await route(g, "")
     assert r.status.code == pb.Code.ILLEGAL_TOPIC
+    r = await route(g, "TBW102")
+    assert r.status.code == pb.Code.ILLEGAL_TOPIC and "system topic" in r.status.message
 
 
 async def assignment(g: GrpcEnv, topic: str, group: str) -> spb.QueryAssignmentResponse:

@@ -134,7 +134,8 @@ async def test_an_unknown_topic_is_created_or_not_found(tmp_path: Path, g: GrpcE
     (lambda: message("NORMAL_ONLY", group="g1"), C.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
      "takes NORMAL"),
     (lambda: message("bad topic!"), C.ILLEGAL_TOPIC, "bad topic"),
-    (lambda: message("RMQ_SYS_TRANS_HALF_TOPIC"), C.FORBIDDEN, "forbidden"),
+    (lambda: message("RMQ_SYS_TRANS_HALF_TOPIC"), C.ILLEGAL_TOPIC, "system topic"),
+    (lambda: message("rmq_sys_REVIVE_LOG_C"), C.ILLEGAL_TOPIC, "system topic"),
     (lambda: message("READ_ONLY"), C.FORBIDDEN, "forbidden"),
 ])
 async def test_refusals(g: GrpcEnv, build, code, words) -> None:  # type: ignore[no-untyped-def]

@@ -32,7 +32,7 @@ from rocketlite.proxy import consume_checks as checks
 from rocketlite.proxy.consume_checks import FrontError
 from rocketlite.proxy.consumer_errors import pop_status
 from rocketlite.proxy.context import CLIENT_VERSION, FrontContext, ServicerContext, metadata
-from rocketlite.proxy.convert_out import popped_messages, timestamp
+from rocketlite.proxy.convert_out import popped_fields, timestamp
 from rocketlite.proxy.pb import service_pb2 as spb
 from rocketlite.proxy.status import Code, ok, status
 
@@ -104,8 +104,8 @@ async def receive_message(
                                 attempt_id=attempt_id)
         found = await _sort_out(pops, group, topic, sub, max_attempts(sgc), result.messages) \
             if result.messages else []
-        messages = popped_messages(found, result.invisible_time,
-                                   request.message_queue.topic.resource_namespace)
+        messages = popped_fields(found, result.invisible_time,
+                                 request.message_queue.topic.resource_namespace)
     except Exception as e:  # noqa: BLE001 - every failure is answered as a v2 status
         yield spb.ReceiveMessageResponse(status=pop_status(e, "ReceiveMessage"))
         yield spb.ReceiveMessageResponse(delivery_timestamp=_now_ts())
@@ -115,7 +115,7 @@ async def receive_message(
         sent = 0
         try:
             for m in messages:
-                yield spb.ReceiveMessageResponse(message=m)
+                yield spb.ReceiveMessageResponse(message=m)  # type: ignore[arg-type]
                 sent += 1
         finally:
             if sent < len(messages):  # the stream broke: the rest are visible again soon
@@ -153,14 +153,15 @@ async def ack_message(
         pops = ctx.broker.pop
     except Exception as e:  # noqa: BLE001 - every failure is answered as a v2 status
         return spb.AckMessageResponse(status=pop_status(e, "AckMessage"))
+    try:  # one append for all: the acks of one checkpoint go as one bAck record
+        errors: list[BaseException | None] = list(pops.ack_many(
+            group, topic, [e.receipt_handle for e in request.entries]))
+    except Exception as e:  # noqa: BLE001 - the store refused the append: every entry failed
+        errors = [e] * len(request.entries)
     entries: list[spb.AckMessageResultEntry] = []
     codes: set[int] = set()
-    for entry in request.entries:
-        try:
-            pops.ack(group, topic, entry.receipt_handle)
-            st = ok()
-        except Exception as e:  # noqa: BLE001 - each entry gets its own status
-            st = pop_status(e, "AckMessage")
+    for entry, err in zip(request.entries, errors, strict=True):
+        st = ok() if err is None else pop_status(err, "AckMessage")
         codes.add(st.code)
         entries.append(spb.AckMessageResultEntry(message_id=entry.message_id,
                                                  receipt_handle=entry.receipt_handle, status=st))

@@ -1,10 +1,12 @@
 """Stored records -> v2 ``Message``s, what ReceiveMessage and PullMessage stream to a 5.x client
 (the Java proxy's ``GrpcConverter.buildMessage``).
 
-A batch is converted in one call (``pulled_messages``, ``popped_messages``): what is the same for
-every message of a batch (the topic ``Resource``, the invisible ``Duration``, the host strings
-of each store/born address, the digest type) is made once per batch, so per message there is one
-property parse, one MD5 and the protobuf construction.
+A batch is converted in one call (``pulled_fields``, ``popped_fields``): what is the same for
+every message of a batch (the topic resource, the invisible duration, the host strings of each
+store/born address) is made once per batch, so per message there is one property parse, one MD5
+and one protobuf construction: each message is a nested dict the RPC hands to its response's
+constructor (protobuf builds nested fields from dicts faster than from Timestamp, Digest and
+SystemProperties objects, and a Message object given to a response would be copied again).
 
 System properties, from the record and its properties (``MessageConst`` names):
 
@@ -44,9 +46,8 @@ import hashlib
 import ipaddress
 import time
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
-from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from rocketlite.client.message import decompress
@@ -115,8 +116,9 @@ def timestamp(ms: int) -> Timestamp:
     return Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
 
 
-def duration(ms: int) -> Duration:
-    return Duration(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+def _ts(ms: int) -> dict[str, int]:
+    """A Timestamp or Duration as the dict protobuf builds it from (cheaper than the object)."""
+    return {"seconds": ms // 1000, "nanos": (ms % 1000) * 1_000_000}
 
 
 def ip_text(ip: bytes) -> str:
@@ -134,14 +136,14 @@ class _Batch:
 
     def __init__(self, namespace: str) -> None:
         self.namespace = namespace
-        self.topics: dict[str, pb.Resource] = {}
+        self.topics: dict[str, dict[str, str]] = {}
         self.hosts: dict[tuple[bytes, int], str] = {}
         self.now_ms = int(time.time() * 1000)
 
-    def resource(self, topic: str) -> pb.Resource:
+    def resource(self, topic: str) -> dict[str, str]:
         r = self.topics.get(topic)
         if r is None:
-            r = self.topics[topic] = pb.Resource(name=topic, resource_namespace=self.namespace)
+            r = self.topics[topic] = {"name": topic, "resource_namespace": self.namespace}
         return r
 
     def host(self, ip: bytes, port: int) -> str:
@@ -171,81 +173,94 @@ def _inflate(r: MessageRecord) -> bytes:
     return r.body
 
 
-def _from_properties(b: _Batch, sp: pb.SystemProperties, props: dict[str, str]) -> None:
+def _from_properties(b: _Batch, sp: dict[str, Any], props: dict[str, str]) -> None:
     """The system properties read from the record's properties."""
     tag = props.get(TAGS)
     if tag is not None:
-        sp.tag = tag
+        sp["tag"] = tag
     keys = props.get(KEYS)
     if keys:
-        sp.keys.extend(k for k in keys.split(" ") if k)
+        sp["keys"] = [k for k in keys.split(" ") if k]
     group = props.get(SHARDING_KEY)
     if props.get(TRAN_MSG) == "true":
-        sp.message_type = _TRANSACTION
+        sp["message_type"] = _TRANSACTION
     elif DELAY in props or TIMER_DELIVER_MS in props or TIMER_DELAY_SEC in props:
-        sp.message_type = _DELAY
+        sp["message_type"] = _DELAY
     elif group is not None:
-        sp.message_type = _FIFO
+        sp["message_type"] = _FIFO
     if group is not None:
-        sp.message_group = group
+        sp["message_group"] = group
     delay_s = _int(props.get(TIMER_DELAY_SEC))
     deliver_ms = b.now_ms + delay_s * 1000 if delay_s is not None \
         else _int(props.get(TIMER_DELIVER_MS))
     if deliver_ms is not None:
-        sp.delivery_timestamp.CopyFrom(timestamp(deliver_ms))
+        sp["delivery_timestamp"] = _ts(deliver_ms)
     trace = props.get(TRACE_CONTEXT)
     if trace is not None:
-        sp.trace_context = trace
+        sp["trace_context"] = trace
     dlq_topic, dlq_id = props.get(DLQ_ORIGIN_TOPIC), props.get(DLQ_ORIGIN_MESSAGE_ID)
     if dlq_topic is not None and dlq_id is not None:
-        sp.dead_letter_queue.topic = dlq_topic
-        sp.dead_letter_queue.message_id = dlq_id
+        sp["dead_letter_queue"] = {"topic": dlq_topic, "message_id": dlq_id}
 
 
-def _message(b: _Batch, r: MessageRecord, topic: str, queue_id: int, queue_offset: int,
-             attempt: int, handle: str | None, invisible: Duration | None) -> pb.Message:
+def _fields(b: _Batch, r: MessageRecord, topic: str, queue_id: int, queue_offset: int,
+            attempt: int, handle: str | None, invisible: dict[str, int] | None
+            ) -> dict[str, Any]:
+    """One v2 Message as the nested dict protobuf builds it from in one call."""
     props = decode_properties(r.properties_text) if r.properties_text else {}
     body = _inflate(r)
-    sp = pb.SystemProperties(
-        message_id=props.get(UNIQ_KEY) or encode_message_id(r.store_host, r.store_port,
-                                                             r.commit_log_offset),
-        body_digest=pb.Digest(type=_MD5, checksum=hashlib.md5(body).hexdigest().upper()),
-        body_encoding=_IDENTITY,
-        message_type=_NORMAL,
-        born_timestamp=timestamp(r.born_timestamp),
-        born_host=props.get(BORN_HOST) or b.host(r.born_host, -1),
-        store_timestamp=timestamp(r.store_timestamp),
-        store_host=b.host(r.store_host, r.store_port),
-        queue_id=queue_id,
-        queue_offset=queue_offset,
-        delivery_attempt=attempt,
-    )
-    user: dict[str, str] = {}
+    sp: dict[str, Any] = {
+        "message_id": props.get(UNIQ_KEY) or encode_message_id(r.store_host, r.store_port,
+                                                               r.commit_log_offset),
+        "body_digest": {"type": _MD5, "checksum": hashlib.md5(body).hexdigest().upper()},
+        "body_encoding": _IDENTITY,
+        "message_type": _NORMAL,
+        "born_timestamp": _ts(r.born_timestamp),
+        "born_host": props.get(BORN_HOST) or b.host(r.born_host, -1),
+        "store_timestamp": _ts(r.store_timestamp),
+        "store_host": b.host(r.store_host, r.store_port),
+        "queue_id": queue_id,
+        "queue_offset": queue_offset,
+        "delivery_attempt": attempt,
+    }
+    m: dict[str, Any] = {"topic": b.resource(topic), "system_properties": sp, "body": body}
     if props:
-        user = {k: v for k, v in props.items() if k not in SYSTEM_PROPERTIES}
+        m["user_properties"] = {k: v for k, v in props.items() if k not in SYSTEM_PROPERTIES}
         _from_properties(b, sp, props)
     if handle is not None:
-        sp.receipt_handle = handle
+        sp["receipt_handle"] = handle
     if invisible is not None:
-        sp.invisible_duration.CopyFrom(invisible)
-    return pb.Message(topic=b.resource(topic), user_properties=user, system_properties=sp,
-                      body=body)
+        sp["invisible_duration"] = invisible
+    return m
+
+
+def pulled_fields(records: Sequence[MessageRecord], topic: str, namespace: str = ""
+                  ) -> list[dict[str, Any]]:
+    """Records read from ``topic``'s queues (PullMessage), as Message fields: each at its own
+    queue and offset, delivery attempt ``reconsumeTimes + 1``."""
+    b = _Batch(namespace)
+    return [_fields(b, r, topic, r.queue_id, r.queue_offset, r.reconsume_times + 1, None, None)
+            for r in records]
+
+
+def popped_fields(popped: Sequence[Popped], invisible_ms: int, namespace: str = ""
+                  ) -> list[dict[str, Any]]:
+    """A POP's messages (ReceiveMessage) as Message fields, with their receipt handles and
+    delivery attempts; a retry is named by its original topic."""
+    b = _Batch(namespace)
+    invisible = _ts(invisible_ms)
+    return [_fields(b, p.record, p.topic, p.queue_id, p.queue_offset, p.delivery_attempt,
+                    p.receipt_handle, invisible) for p in popped]
 
 
 def pulled_messages(records: Sequence[MessageRecord], topic: str, namespace: str = ""
                     ) -> list[pb.Message]:
-    """Records read from ``topic``'s queues (PullMessage): each at its own queue and offset,
-    delivery attempt ``reconsumeTimes + 1``."""
-    b = _Batch(namespace)
-    return [_message(b, r, topic, r.queue_id, r.queue_offset, r.reconsume_times + 1, None, None)
-            for r in records]
+    """``pulled_fields`` as Message objects (the RPCs build their responses from the fields,
+    which spares a copy of each message)."""
+    return [pb.Message(**f) for f in pulled_fields(records, topic, namespace)]
 
 
 def popped_messages(popped: Sequence[Popped], invisible_ms: int, namespace: str = ""
                     ) -> list[pb.Message]:
-    """A POP's messages (ReceiveMessage), with their receipt handles and delivery attempts;
-    a retry is named by its original topic."""
-    b = _Batch(namespace)
-    invisible = duration(invisible_ms)
-    return [_message(b, p.record, p.topic, p.queue_id, p.queue_offset, p.delivery_attempt,
-                     p.receipt_handle, invisible) for p in popped]
+    """``popped_fields`` as Message objects."""
+    return [pb.Message(**f) for f in popped_fields(popped, invisible_ms, namespace)]

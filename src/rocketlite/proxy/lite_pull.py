@@ -34,7 +34,7 @@ from rocketlite.protocol.bodies import SubscriptionData
 from rocketlite.proxy import consume_checks as checks
 from rocketlite.proxy.consume_checks import FrontError
 from rocketlite.proxy.context import CLIENT_VERSION, FrontContext, ServicerContext, metadata
-from rocketlite.proxy.convert_out import pulled_messages
+from rocketlite.proxy.convert_out import pulled_fields
 from rocketlite.proxy.pb import definition_pb2 as pb
 from rocketlite.proxy.pb import service_pb2 as spb
 from rocketlite.proxy.status import Code, ok, status
@@ -148,7 +148,7 @@ async def pull_message(
         result, offset = await _Pull(ctx, topic, queue_id, batch, sub).run(request.offset,
                                                                              poll_ms)
         code = _code(result, offset)
-        messages = pulled_messages(records_of(result), topic, mq.topic.resource_namespace) \
+        messages = pulled_fields(records_of(result), topic, mq.topic.resource_namespace) \
             if code == Code.OK else []
     except Exception as e:  # noqa: BLE001 - every failure is answered as a v2 status
         yield spb.PullMessageResponse(status=checks.answer(e, "PullMessage"))
@@ -157,7 +157,7 @@ async def pull_message(
         ctx.broker.stats.got_messages += len(messages)
         yield spb.PullMessageResponse(status=ok())
         for m in messages:
-            yield spb.PullMessageResponse(message=m)
+            yield spb.PullMessageResponse(message=m)  # type: ignore[arg-type]
     elif code == Code.ILLEGAL_OFFSET:
         yield spb.PullMessageResponse(status=status(
             code, f"offset {offset} is outside queue {topic}:{queue_id} "

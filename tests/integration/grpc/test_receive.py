@@ -193,3 +193,15 @@ async def test_an_unknown_group_is_not_found_without_auto_creation(
     g.broker.subscriptions.auto_create = False
     st, _ = await receive(g, receive_req("T", group="Unknown"))
     assert st.code == C.CONSUMER_GROUP_NOT_FOUND and "Unknown" in st.message
+
+
+async def test_too_many_held_receives_answer_too_many_requests(tmp_path: Path) -> None:
+    async with pop_world(tmp_path / "store", popPollingSize="1") as (g, _):
+        make_topic(g.broker, "T", 1)
+        held = asyncio.ensure_future(receive(g, receive_req("T", poll_ms=2_000)))
+        await asyncio.sleep(0.2)
+        st, msgs = await receive(g, receive_req("T", poll_ms=2_000))
+        assert st.code == C.TOO_MANY_REQUESTS and not msgs
+        put(g.broker, "T", [b"x"])
+        st, msgs = await asyncio.wait_for(held, 3)
+        assert st.code == C.OK and [m.body for m in msgs] == [b"x"]

@@ -42,6 +42,7 @@ DEFAULT_INVISIBLE_MS = 60_000  # ProxyConfig.defaultInvisibleTimeMills
 NACK_INVISIBLE_MS = 1_000  # ReceiveMessageResponseStreamWriter.NACK_INVISIBLE_TIME
 ANY_QUEUE = -1
 INIT_MODE_MAX = 0  # ConsumeInitMode.MAX: a new group starts at the queue's end
+MAX_ACK_ENTRIES = 1024  # the clients ack one message a call; a bigger batch is refused whole
 
 
 def max_attempts(sgc: SubscriptionGroupConfig) -> int:
@@ -150,6 +151,9 @@ async def ack_message(
         _names(ctx, group, topic)
         if not request.entries:
             raise FrontError(Code.BAD_REQUEST, "the request has no entries to ack")
+        if len(request.entries) > MAX_ACK_ENTRIES:
+            raise FrontError(Code.BAD_REQUEST, f"{len(request.entries)} entries to ack, more "
+                                               f"than {MAX_ACK_ENTRIES} in one request")
         pops = ctx.broker.pop
     except Exception as e:  # noqa: BLE001 - every failure is answered as a v2 status
         return spb.AckMessageResponse(status=pop_status(e, "AckMessage"))

@@ -24,7 +24,7 @@ from rocketlite.proxy.pb import service_pb2 as spb
 from rocketlite.store.message import MessageToStore
 
 FAST = ConsumeLimits(min_invisible_ms=100, max_invisible_ms=3600_000, min_polling_ms=50,
-                     max_polling_ms=3_000, polling_reserve_ms=20, max_batch=32)
+                     max_polling_ms=3_000, polling_reserve_ms=200, max_batch=32)
 
 
 def fast_limits(monkeypatch: pytest.MonkeyPatch) -> ConsumeLimits:

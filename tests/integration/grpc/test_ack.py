@@ -85,6 +85,8 @@ async def test_an_ack_without_entries_or_with_bad_names_is_refused(
         gp: tuple[GrpcEnv, Clock]) -> None:
     g, _ = gp
     assert (await ack(g, "T", [])).status.code == C.BAD_REQUEST
+    r = await ack(g, "T", ["h"] * 1025)
+    assert r.status.code == C.BAD_REQUEST and "1024" in r.status.message and not r.entries
     assert (await ack(g, "", ["h"])).status.code == C.ILLEGAL_TOPIC
     assert (await ack(g, "T", ["h"], group="")).status.code == C.ILLEGAL_CONSUMER_GROUP
     [m] = await handles(g, 1)

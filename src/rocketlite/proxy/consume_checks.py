@@ -20,22 +20,28 @@ batch size outside 1..32                    BAD_REQUEST
 ==========================================  ====================================================
 
 ``ConsumeLimits`` holds the numbers (ProxyConfig's names and defaults); ``LIMITS`` is the one the
-front uses (tests replace it to poll in milliseconds instead of seconds).
+front uses: the defaults until whoever starts the front sets ``consume_checks.LIMITS =
+ConsumeLimits.from_properties(broker_conf)`` (tests replace it to poll in milliseconds).
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rocketlite.broker.config import PERM_READ
+from rocketlite.broker.pop.records import MAX_CK_NUM
+from rocketlite.broker.pop.service import MAX_POLL_MS
 from rocketlite.broker.subscriptions import SubscriptionGroupConfig
 from rocketlite.broker.topics import TopicError, is_system_topic, validate_topic
+from rocketlite.common.errors import ConfigError
 from rocketlite.protocol.bodies import SubscriptionData, TopicConfig
 from rocketlite.proxy.pb import definition_pb2 as pb
 from rocketlite.proxy.status import Code, error_status, status
+from rocketlite.store.config import kwargs_from_properties
 
 if TYPE_CHECKING:
     from rocketlite.broker.broker import Broker
@@ -70,18 +76,52 @@ def remaining_ms(time_remaining: float | None) -> float | None:
 
 @dataclass(frozen=True, slots=True)
 class ConsumeLimits:
-    """ProxyConfig's consumer limits (Java names): ``minInvisibleTimeMillsForRecv`` (10 s),
-    ``maxInvisibleTimeMills`` (12 h), ``grpcClientConsumerMinLongPollingTimeoutMillis`` (5 s),
-    ``grpcClientConsumerMaxLongPollingTimeoutMillis`` (20 s), ``longPollingReserveTimeInMillis``
-    (kept from the client's deadline, 100 ms), the largest receive batch (32,
-    ``grpcClientConsumerLongPollingBatchSize``)."""
+    """ProxyConfig's consumer limits, by their Java names (``from_properties`` reads them from
+    broker.conf):
 
-    min_invisible_ms: int = 10_000
-    max_invisible_ms: int = 12 * 3600_000
-    min_polling_ms: int = 5_000
-    max_polling_ms: int = 20_000
-    polling_reserve_ms: int = 100
-    max_batch: int = 32
+    ==============================================  ========  ==================================
+    key                                             default   meaning
+    ==============================================  ========  ==================================
+    minInvisibleTimeMillsForRecv                    10000     shortest invisible time a receive
+    maxInvisibleTimeMills                           43200000  longest invisible time (12 h)
+    grpcClientConsumerMinLongPollingTimeoutMillis   5000      shortest poll
+    grpcClientConsumerMaxLongPollingTimeoutMillis   20000     longest poll
+    longPollingReserveTimeInMillis                  100       kept from the client's deadline
+    grpcClientConsumerLongPollingBatchSize          32        largest receive/pull batch
+    ==============================================  ========  ==================================
+    """
+
+    min_invisible_ms: int = field(default=10_000,
+                                  metadata={"key": "minInvisibleTimeMillsForRecv"})
+    max_invisible_ms: int = field(default=12 * 3600_000, metadata={"key": "maxInvisibleTimeMills"})
+    min_polling_ms: int = field(default=5_000, metadata={
+        "key": "grpcClientConsumerMinLongPollingTimeoutMillis"})
+    max_polling_ms: int = field(default=20_000, metadata={
+        "key": "grpcClientConsumerMaxLongPollingTimeoutMillis"})
+    polling_reserve_ms: int = field(default=100,
+                                    metadata={"key": "longPollingReserveTimeInMillis"})
+    max_batch: int = field(default=32,
+                           metadata={"key": "grpcClientConsumerLongPollingBatchSize"})
+
+    def __post_init__(self) -> None:
+        if not 0 < self.min_invisible_ms <= self.max_invisible_ms:
+            raise ConfigError(f"minInvisibleTimeMillsForRecv={self.min_invisible_ms} must be "
+                              f"above 0 and at most maxInvisibleTimeMills={self.max_invisible_ms}")
+        if not 0 <= self.min_polling_ms <= self.max_polling_ms <= MAX_POLL_MS:
+            raise ConfigError(
+                f"grpcClientConsumerMinLongPollingTimeoutMillis={self.min_polling_ms} and "
+                f"grpcClientConsumerMaxLongPollingTimeoutMillis={self.max_polling_ms} must "
+                f"satisfy 0 <= min <= max <= {MAX_POLL_MS}")
+        if self.polling_reserve_ms < 0:
+            raise ConfigError(f"longPollingReserveTimeInMillis={self.polling_reserve_ms} is "
+                              "negative")
+        if not 1 <= self.max_batch <= MAX_CK_NUM:
+            raise ConfigError(f"grpcClientConsumerLongPollingBatchSize={self.max_batch} must be "
+                              f"within 1..{MAX_CK_NUM}")
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> ConsumeLimits:
+        return cls(**kwargs_from_properties(cls, props))
 
 
 LIMITS = ConsumeLimits()

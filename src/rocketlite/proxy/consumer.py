@@ -14,8 +14,10 @@ not match (the broker filters by tag hash) is acked, a message past the group's 
 (``retryMaxTimes + 1``) goes to ``%DLQ%<group>``. If the stream breaks before a message is sent,
 that message becomes visible again 1 s later (the proxy's NACK).
 
-The invisible time of a receive is the request's (``auto_renew`` or none: the proxy's default
-60 s; rocketlite does not renew handles for the client).
+The invisible time of a receive is the request's; with ``auto_renew`` (the PushConsumers) or none,
+the proxy's default (60 s), and with ``auto_renew`` the front renews it while the client works on
+the message (``renew``): Ack, ChangeInvisibleDuration and ForwardToDLQ then use the message's
+current handle in place of the one the client holds.
 """
 
 from __future__ import annotations
@@ -29,16 +31,22 @@ from rocketlite.broker.pop.service import PoppedMessage, PopService, PopStatus
 from rocketlite.broker.subscriptions import SubscriptionGroupConfig
 from rocketlite.protocol.bodies import SubscriptionData
 from rocketlite.proxy import consume_checks as checks
+from rocketlite.proxy import renew
 from rocketlite.proxy.consume_checks import FrontError
 from rocketlite.proxy.consumer_errors import pop_status
-from rocketlite.proxy.context import CLIENT_VERSION, FrontContext, ServicerContext, metadata
+from rocketlite.proxy.context import (
+    CLIENT_VERSION,
+    FrontContext,
+    ServicerContext,
+    client_id,
+    metadata,
+)
 from rocketlite.proxy.convert_out import popped_fields, timestamp
 from rocketlite.proxy.pb import service_pb2 as spb
 from rocketlite.proxy.status import Code, ok, status
 
 log = logging.getLogger(__name__)
 
-DEFAULT_INVISIBLE_MS = 60_000  # ProxyConfig.defaultInvisibleTimeMills
 NACK_INVISIBLE_MS = 1_000  # ReceiveMessageResponseStreamWriter.NACK_INVISIBLE_TIME
 ANY_QUEUE = -1
 INIT_MODE_MAX = 0  # ConsumeInitMode.MAX: a new group starts at the queue's end
@@ -91,8 +99,9 @@ async def receive_message(
                                     limits, metadata(context, CLIENT_VERSION))
         checks.find_topic(ctx.broker, topic)
         sgc = checks.find_group(ctx.broker, group)
-        if request.auto_renew or not request.HasField("invisible_duration"):
-            invisible_ms = DEFAULT_INVISIBLE_MS
+        auto_renew = request.auto_renew and renew.CONFIG.enable
+        if auto_renew or not request.HasField("invisible_duration"):
+            invisible_ms = renew.CONFIG.default_invisible_ms
         else:
             invisible_ms = checks.check_invisible(request.invisible_duration.ToMilliseconds(),
                                                   limits)
@@ -107,6 +116,12 @@ async def receive_message(
             if result.messages else []
         messages = popped_fields(found, result.invisible_time,
                                  request.message_queue.topic.resource_namespace)
+        renewer = renew.renewer(pops, ctx.sessions) if auto_renew and messages else None
+        client = client_id(context) or ""
+        if renewer is not None:
+            for p, f in zip(found, messages, strict=True):
+                renewer.add(client, group, topic, f["system_properties"]["message_id"],
+                            p.receipt_handle, p.invisible_until_ms)
     except Exception as e:  # noqa: BLE001 - every failure is answered as a v2 status
         yield spb.ReceiveMessageResponse(status=pop_status(e, "ReceiveMessage"))
         yield spb.ReceiveMessageResponse(delivery_timestamp=_now_ts())
@@ -120,6 +135,10 @@ async def receive_message(
                 sent += 1
         finally:
             if sent < len(messages):  # the stream broke: the rest are visible again soon
+                if renewer is not None:
+                    for f in messages[sent:]:
+                        sp = f["system_properties"]
+                        renewer.take(client, group, sp["message_id"], sp["receipt_handle"])
                 _nack(pops, group, topic, found[sent:])
         ctx.broker.stats.got_messages += len(messages)
     elif result.status is PopStatus.POLLING_FULL:
@@ -136,6 +155,17 @@ def _nack(pops: PopService, group: str, topic: str, unsent: Sequence[PoppedMessa
         except Exception:
             log.warning("could not make an unsent message of %s visible again", topic,
                         exc_info=True)
+
+
+def _current_handles(ctx: FrontContext, context: ServicerContext, group: str,
+                     entries: list[tuple[str, str]]) -> list[str]:
+    """The handles to use for the client's (message id, handle) pairs: a renewed message's
+    current one, no longer renewed (``renew``)."""
+    renewer = renew.renewer(ctx.broker.pop, ctx.sessions)
+    if not len(renewer):
+        return [h for _, h in entries]
+    client = client_id(context) or ""
+    return [renewer.take(client, group, mid, h) for mid, h in entries]
 
 
 def _names(ctx: FrontContext, group: str, topic: str) -> None:
@@ -158,8 +188,9 @@ async def ack_message(
     except Exception as e:  # noqa: BLE001 - every failure is answered as a v2 status
         return spb.AckMessageResponse(status=pop_status(e, "AckMessage"))
     try:  # one append for all: the acks of one checkpoint go as one bAck record
-        errors: list[BaseException | None] = list(pops.ack_many(
-            group, topic, [e.receipt_handle for e in request.entries]))
+        handles = _current_handles(ctx, context, group, [
+            (e.message_id, e.receipt_handle) for e in request.entries])
+        errors: list[BaseException | None] = list(pops.ack_many(group, topic, handles))
     except Exception as e:  # noqa: BLE001 - the store refused the append: every entry failed
         errors = [e] * len(request.entries)
     entries: list[spb.AckMessageResultEntry] = []
@@ -185,7 +216,9 @@ async def change_invisible_duration(
         _names(ctx, group, topic)
         ms = checks.check_invisible(request.invisible_duration.ToMilliseconds(), checks.LIMITS,
                                     minimum=1)
-        handle = ctx.broker.pop.change_invisible(group, topic, request.receipt_handle,
+        [current] = _current_handles(ctx, context, group,
+                                     [(request.message_id, request.receipt_handle)])
+        handle = ctx.broker.pop.change_invisible(group, topic, current,
                                                           ms)
         return spb.ChangeInvisibleDurationResponse(status=ok(), receipt_handle=handle)
     except Exception as e:  # noqa: BLE001 - every failure is answered as a v2 status
@@ -202,7 +235,9 @@ async def forward_to_dlq(
         sgc = checks.find_group(ctx.broker, group)
         attempts = request.max_delivery_attempts if request.max_delivery_attempts > 0 \
             else max_attempts(sgc)
-        await ctx.broker.pop.forward_to_dlq(group, topic, request.receipt_handle,
+        [current] = _current_handles(ctx, context, group,
+                                     [(request.message_id, request.receipt_handle)])
+        await ctx.broker.pop.forward_to_dlq(group, topic, current,
                                                      attempts)
         return spb.ForwardMessageToDeadLetterQueueResponse(status=ok())
     except Exception as e:  # noqa: BLE001 - every failure is answered as a v2 status

@@ -10,6 +10,7 @@ check                                       code
 topic blank, bad characters, > 127, system  ILLEGAL_TOPIC
 group blank, bad characters, > 255, system  ILLEGAL_CONSUMER_GROUP
 topic unknown                               TOPIC_NOT_FOUND
+broker or topic not readable                FORBIDDEN
 group unknown (autoCreateSubscriptionGroup  CONSUMER_GROUP_NOT_FOUND
 off), or consumption disabled               FORBIDDEN
 queue id outside the topic's read queues    BAD_REQUEST
@@ -159,8 +160,11 @@ def check_group_name(group: str) -> None:
 
 
 def find_topic(broker: Broker, topic: str, queue_id: int | None = None) -> TopicConfig:
-    """The readable topic (and, given, a queue id among its read queues)."""
+    """The readable topic (and, given, a queue id among its read queues) of a readable broker."""
     check_topic_name(broker, topic)
+    if not broker.config.broker_permission & PERM_READ:
+        raise FrontError(Code.FORBIDDEN,
+                         f"the broker {broker.config.broker_name} is not readable")
     tc = broker.topics.get(topic)
     if tc is None:
         raise FrontError(Code.TOPIC_NOT_FOUND, f"topic {topic} does not exist")

@@ -5,6 +5,7 @@ bad request gets its v2 code."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import time
 
@@ -176,3 +177,13 @@ async def test_query_offset_by_policy(g: GrpcEnv) -> None:
     assert r.status.code == C.OK and r.offset == 2
     r = await query(dpb.QueryOffsetPolicy.TIMESTAMP)
     assert r.status.code == C.BAD_REQUEST and "timestamp" in r.status.message
+
+
+async def test_an_unreadable_broker_or_topic_is_forbidden(g: GrpcEnv) -> None:
+    make_topic(g.broker, "WO", perm=2)  # write only
+    st, _, _ = await pull(g, pull_req("WO", 0))
+    assert st.code == C.FORBIDDEN and "WO" in st.message
+    make_topic(g.broker, "LP")
+    g.broker.config = dataclasses.replace(g.broker.config, broker_permission=2)
+    st, _, _ = await pull(g, pull_req("LP", 0))
+    assert st.code == C.FORBIDDEN and "not readable" in st.message

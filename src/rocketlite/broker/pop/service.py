@@ -270,7 +270,7 @@ class PopService:
             if len(p.out) >= max_nums:
                 break
             self._pop_queue(p, topic, q, False)
-        if has_retry and not retry_first and len(p.out) < max_nums:
+        if has_retry and not fifo and not retry_first and len(p.out) < max_nums:
             self._pop_queue(p, retry, 0, True)
         if p.writes:
             put = self.store.put_messages(p.writes)

@@ -5,6 +5,8 @@ INVALID_PARAMETER, TOPIC_NOT_EXIST, SUBSCRIPTION_GROUP_NOT_EXIST)."""
 
 from __future__ import annotations
 
+import base64
+import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -131,3 +133,26 @@ async def test_orderly_pop_reports_order_counts(env: Env) -> None:
     h = PopMessageResponseHeader.from_ext(r.ext_fields)
     assert h.reviveQid == 999 and h.orderCountInfo == "0 qo0%0 0;0 qo0%1 0"
     assert (await pop(env, queue_id=0, order=True)).code == RC.PULL_NOT_FOUND  # blocked
+
+
+async def test_batch_ack(env: Env) -> None:
+    for i in range(3):
+        await env.send("PT", b"b%d" % i, queue_id=0)
+    r = await pop(env, queue_id=0)
+    h = PopMessageResponseHeader.from_ext(r.ext_fields)
+    bits = base64.b64encode((0b101).to_bytes(1, "little")).decode()  # offsets 0 and 2
+    body = {"brokerName": "broker-t", "acks": [{
+        "c": "PG1", "t": "PT", "r": "0", "so": 0, "q": 0, "rq": h.reviveQid, "pt": h.popTime,
+        "it": h.invisibleTime, "b": bits}]}
+    a = await env.call(RequestCode.BATCH_ACK_MESSAGE, body=json.dumps(body).encode())
+    assert a.code == RC.SUCCESS, a.remark
+    svc = env.broker.pop
+    # past the revive time and the default 1 s popAckTimeInterval
+    svc.clock = lambda: h.popTime + h.invisibleTime + 2000  # type: ignore[method-assign]
+    assert await svc.revive.round() == 1  # only offset 1 comes back
+    bad = await env.call(RequestCode.BATCH_ACK_MESSAGE, body=b'{"acks": [{"c": "PG1"}]}')
+    assert bad.code == RC.INVALID_PARAMETER and "lacks 't'" in (bad.remark or "")
+    expired = dict(body["acks"][0], pt=1000)  # type: ignore[arg-type]
+    e = await env.call(RequestCode.BATCH_ACK_MESSAGE,
+                       body=json.dumps({"acks": [expired]}).encode())
+    assert e.code == RC.NO_MESSAGE and "2 of the acks refused" in (e.remark or "")

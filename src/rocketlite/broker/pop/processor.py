@@ -1,5 +1,7 @@
 """The POP family's Remoting codes over ``PopService``: POP_MESSAGE (200050), ACK_MESSAGE
-(200051), CHANGE_MESSAGE_INVISIBLETIME (200053). These codes only travel in JSON headers.
+(200051), CHANGE_MESSAGE_INVISIBLETIME (200053), BATCH_ACK_MESSAGE (200151: a JSON body of
+``BatchAck`` entries, each a CK's start offset and a BitSet of acked offsets). These codes only
+travel in JSON headers.
 
 POP_MESSAGE's body is the popped records back to back (as a pull's); its header carries what a
 Remoting client builds each message's extraInfo from: ``popTime``, ``invisibleTime``,
@@ -28,8 +30,10 @@ from rocketlite.broker.pop.errors import (
 )
 from rocketlite.broker.pop.records import (
     ReceiptHandle,
+    RecordError,
     msg_offset_info,
     order_count_info,
+    parse_batch_ack_body,
     start_offset_info,
 )
 from rocketlite.broker.pop.service import PopResult, PopService, PopStatus
@@ -80,7 +84,8 @@ class PopProcessor:
     def register(self) -> None:
         for code, fn in ((RequestCode.POP_MESSAGE, self.pop_message),
                          (RequestCode.ACK_MESSAGE, self.ack_message),
-                         (RequestCode.CHANGE_MESSAGE_INVISIBLETIME, self.change_invisible)):
+                         (RequestCode.CHANGE_MESSAGE_INVISIBLETIME, self.change_invisible),
+                         (RequestCode.BATCH_ACK_MESSAGE, self.batch_ack)):
             self.server.register(code, _guarded(fn))
 
     async def pop_message(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -94,6 +99,21 @@ class PopProcessor:
     async def ack_message(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = AckMessageRequestHeader.from_ext(cmd.ext_fields)
         self.pop.ack(h.consumerGroup, h.topic, h.extraInfo, h.offset)
+        return cmd.response(_RC.SUCCESS)
+
+    async def batch_ack(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        try:
+            broker, acks = parse_batch_ack_body(cmd.body)
+        except RecordError as e:
+            return cmd.response(_RC.INVALID_PARAMETER, str(e))
+        broker = broker or self.pop.config.broker_name
+        refused: list[PopError] = []
+        for a in acks:
+            results = self.pop.ack_many(a.cid, a.topic, a.handles(broker))
+            refused += [e for e in results if e is not None]
+        if refused:
+            return cmd.response(error_code(refused[0]),
+                                f"{len(refused)} of the acks refused, the first: {refused[0]}")
         return cmd.response(_RC.SUCCESS)
 
     async def change_invisible(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:

@@ -1,7 +1,7 @@
 """POP_MESSAGE (200050), ACK_MESSAGE (200051) and CHANGE_MESSAGE_INVISIBLETIME (200053) over a
 real socket: the reply headers a Remoting client builds its handles from, the body of raw records,
-the answer codes of RocketMQ (SUCCESS, PULL_NOT_FOUND, POLLING_TIMEOUT, NO_MESSAGE,
-INVALID_PARAMETER, TOPIC_NOT_EXIST, SUBSCRIPTION_GROUP_NOT_EXIST)."""
+the answer codes of RocketMQ (SUCCESS, POLLING_TIMEOUT, NO_MESSAGE, SYSTEM_ERROR, TOPIC_NOT_EXIST,
+SUBSCRIPTION_GROUP_NOT_EXIST; INVALID_PARAMETER for a malformed handle or header)."""
 
 from __future__ import annotations
 
@@ -75,7 +75,8 @@ async def test_pop_ack_change_over_remoting(env: Env) -> None:
     listed = {(int(e.split(" ")[1]), int(o)) for e in h.msgOffsetInfo.split(";")
               for o in e.split(" ")[2].split(",")}
     assert listed == {(x.queue_id, x.queue_offset) for x in recs}
-    assert (await pop(env)).code == RC.PULL_NOT_FOUND
+    none = await pop(env)
+    assert none.code == RC.POLLING_TIMEOUT and none.remark == "NO_MESSAGE_IN_QUEUE"
     first = recs[0]
     extra = handle_of(r, first.topic, first.queue_id, first.queue_offset)
     ack = AckMessageRequestHeader(consumerGroup="PG1", topic="PT", queueId=first.queue_id,
@@ -105,8 +106,17 @@ async def test_answer_codes(env: Env) -> None:
     r = await pop(env, poll_ms=200)
     assert r.code == RC.POLLING_TIMEOUT and time.monotonic() - t0 >= 0.19
     assert (await pop(env, topic="NoSuchTopic")).code == RC.TOPIC_NOT_EXIST
-    assert (await pop(env, queue_id=7)).code == RC.INVALID_PARAMETER
-    assert (await pop(env, n=100)).code == RC.INVALID_PARAMETER
+    assert (await pop(env, queue_id=7)).code == RC.SYSTEM_ERROR
+    assert (await pop(env, n=100)).code == RC.SYSTEM_ERROR
+    h = PopMessageRequestHeader(consumerGroup="PG1", topic="PT", queueId=-1, maxMsgNums=1,
+                                invisibleTime=30_000, pollTime=0,
+                                bornTime=int(time.time() * 1000) - 5000, initMode=0)
+    late = await env.call(RequestCode.POP_MESSAGE, h.to_ext())
+    assert late.code == RC.POLLING_TIMEOUT and "timeout too much" in (late.remark or "")
+    outside = AckMessageRequestHeader(consumerGroup="PG1", topic="PT", queueId=0,
+                                      extraInfo="0 1000 1000 0 0 broker-t 0 5", offset=5)
+    a = await env.call(RequestCode.ACK_MESSAGE, outside.to_ext())
+    assert a.code == RC.NO_MESSAGE and "offset is illegal" in (a.remark or "")
     bad = AckMessageRequestHeader(consumerGroup="PG1", topic="PT", queueId=0,
                                   extraInfo="garbage", offset=0)
     a = await env.call(RequestCode.ACK_MESSAGE, bad.to_ext())
@@ -132,7 +142,7 @@ async def test_orderly_pop_reports_order_counts(env: Env) -> None:
     assert r.code == RC.SUCCESS
     h = PopMessageResponseHeader.from_ext(r.ext_fields)
     assert h.reviveQid == 999 and h.orderCountInfo == "0 qo0%0 0;0 qo0%1 0"
-    assert (await pop(env, queue_id=0, order=True)).code == RC.PULL_NOT_FOUND  # blocked
+    assert (await pop(env, queue_id=0, order=True)).code == RC.POLLING_TIMEOUT  # blocked
 
 
 async def test_batch_ack(env: Env) -> None:
@@ -156,3 +166,24 @@ async def test_batch_ack(env: Env) -> None:
     e = await env.call(RequestCode.BATCH_ACK_MESSAGE,
                        body=json.dumps({"acks": [expired]}).encode())
     assert e.code == RC.NO_MESSAGE and "2 of the acks refused" in (e.remark or "")
+
+
+async def test_ack_of_a_retry_message_names_the_retry_topic(env: Env) -> None:
+    """The Java Remoting client acks with the real topic (``%RETRY%{group}_{topic}``)."""
+    await env.send("PT", b"r0", queue_id=0)
+    r = await pop(env, queue_id=0)
+    h = PopMessageResponseHeader.from_ext(r.ext_fields)
+    svc = env.broker.pop
+    svc.clock = lambda: h.popTime + h.invisibleTime + 2000  # type: ignore[method-assign]
+    assert await svc.revive.round() == 1
+    again = await pop(env)
+    [m] = decode_records(again.body)
+    assert m.topic == "%RETRY%PG1_PT" and m.reconsume_times == 1
+    ack = AckMessageRequestHeader(consumerGroup="PG1", topic=m.topic, queueId=m.queue_id,
+                                  extraInfo=handle_of(again, m.topic, m.queue_id, m.queue_offset),
+                                  offset=m.queue_offset)
+    a = await env.call(RequestCode.ACK_MESSAGE, ack.to_ext())
+    assert a.code == RC.SUCCESS, a.remark
+    h2 = PopMessageResponseHeader.from_ext(again.ext_fields)
+    svc.clock = lambda: h2.popTime + h2.invisibleTime + 2000  # type: ignore[method-assign]
+    assert await svc.revive.round() == 0

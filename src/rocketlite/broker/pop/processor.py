@@ -8,10 +8,12 @@ Remoting client builds each message's extraInfo from: ``popTime``, ``invisibleTi
 ``reviveQid``, ``startOffsetInfo`` and ``msgOffsetInfo`` (``retry queueId offsets`` entries), and
 for an orderly pop ``orderCountInfo`` (each message's earlier deliveries).
 
-Answers (RocketMQ's): messages SUCCESS; none without polling PULL_NOT_FOUND; none within the poll
-time POLLING_TIMEOUT; too many held POLLING_FULL; an ack or change with an expired handle
-NO_MESSAGE; a malformed handle or parameter INVALID_PARAMETER; unknown group
-SUBSCRIPTION_GROUP_NOT_EXIST; unknown topic TOPIC_NOT_EXIST; forbidden NO_PERMISSION.
+Answers (RocketMQ's): messages SUCCESS; none (after polling, or without) POLLING_TIMEOUT, as for
+a request that arrives more than 500 ms past ``bornTime + pollTime``; too many held POLLING_FULL;
+more than 32 messages or a bad queue id SYSTEM_ERROR; an ack or change with an expired handle or
+an offset outside the queue NO_MESSAGE; unknown group SUBSCRIPTION_GROUP_NOT_EXIST; unknown topic
+TOPIC_NOT_EXIST; forbidden NO_PERMISSION. Not Java's: a malformed handle or header is
+INVALID_PARAMETER with the reason (Java fails with SYSTEM_ERROR).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from rocketlite.broker.pop.records import (
     parse_batch_ack_body,
     start_offset_info,
 )
-from rocketlite.broker.pop.service import PopResult, PopService, PopStatus
+from rocketlite.broker.pop.service import PopResult, PopService, PopStatus, now_ms
 from rocketlite.common.errors import HeaderError, RocketliteError
 from rocketlite.protocol.bodies import SubscriptionData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
@@ -54,17 +56,18 @@ from rocketlite.remoting.server import RemotingServer
 log = logging.getLogger(__name__)
 
 _RC = ResponseCode
+TIMEOUT_TOO_MUCH_MS = 500  # PopMessageRequestHeader.isTimeoutTooMuch
 _ERROR_CODES: dict[type[PopError], int] = {
     GroupNotFound: _RC.SUBSCRIPTION_GROUP_NOT_EXIST,
     TopicNotFound: _RC.TOPIC_NOT_EXIST,
     NoPermission: _RC.NO_PERMISSION,
-    BadPopRequest: _RC.INVALID_PARAMETER,
+    BadPopRequest: _RC.SYSTEM_ERROR,  # as Java answers maxMsgNums > 32 or a bad queueId
     InvalidReceiptHandle: _RC.INVALID_PARAMETER,
     ReceiptHandleExpired: _RC.NO_MESSAGE,
 }
 _STATUS_CODES = {
     PopStatus.FOUND: _RC.SUCCESS,
-    PopStatus.NO_NEW_MSG: _RC.PULL_NOT_FOUND,
+    PopStatus.NO_NEW_MSG: _RC.POLLING_TIMEOUT,  # Java: no message and no polling
     PopStatus.POLLING_NOT_FOUND: _RC.POLLING_TIMEOUT,
     PopStatus.POLLING_FULL: _RC.POLLING_FULL,
 }
@@ -90,8 +93,12 @@ class PopProcessor:
 
     async def pop_message(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = PopMessageRequestHeader.from_ext(cmd.ext_fields)
+        if h.bornTime > 0 and now_ms() - h.bornTime - h.pollTime > TIMEOUT_TOO_MUCH_MS:
+            return cmd.response(_RC.POLLING_TIMEOUT, f"the broker[{self.pop.config.broker_name}] "
+                                "pop message is timeout too much")
         sub = SubscriptionData.from_expression(h.topic, h.exp, h.expType or "TAG")
-        result = await self.pop.pop(h.consumerGroup, h.topic, h.queueId, h.maxMsgNums,
+        queue_id = h.queueId if h.queueId >= 0 else -1  # as Java's getQueueId
+        result = await self.pop.pop(h.consumerGroup, h.topic, queue_id, h.maxMsgNums,
                                     h.invisibleTime, h.pollTime, sub, fifo=bool(h.order),
                                     init_mode=h.initMode, attempt_id=h.attemptId)
         return reply(cmd, result, bool(h.order))
@@ -140,15 +147,16 @@ def reply(cmd: RemotingCommand, result: PopResult, order: bool) -> RemotingComma
     header = PopMessageResponseHeader(
         popTime=result.pop_time, invisibleTime=result.invisible_time,
         reviveQid=result.revive_qid, restNum=result.rest_num,
-        startOffsetInfo=start_offset_info(list(result.start_offsets)) or None,
-        msgOffsetInfo=msg_offset_info([(r, q, o) for (r, q), o in by_queue.items()]) or None,
+        startOffsetInfo=start_offset_info(list(result.start_offsets)),
+        msgOffsetInfo=msg_offset_info([(r, q, o) for (r, q), o in by_queue.items()]),
         orderCountInfo=order_count_info([(m.record.topic != m.topic, m.queue_id, m.queue_offset,
-                                          m.delivery_attempt - 1) for m in msgs]) or None
+                                          m.delivery_attempt - 1) for m in msgs])
         if order else None,
     )
     code = _STATUS_CODES[result.status]
     body = b"".join([m.record.encode() for m in msgs])
-    return cmd.response(code, result.status.value, header.to_ext(), body)
+    remark = "FOUND" if msgs else "NO_MESSAGE_IN_QUEUE"  # Java's GetMessageStatus names
+    return cmd.response(code, remark, header.to_ext(), body)
 
 
 def _guarded(fn: Handler) -> Handler:

@@ -265,7 +265,11 @@ class ReceiptHandle:
         return self.revive_qid == ORDER_REVIVE_QUEUE
 
     def real_topic(self, topic: str, group: str) -> str:
-        """The topic the message was popped from (``ExtraInfoUtil.getRealTopic``)."""
+        """The topic the message was popped from (``ExtraInfoUtil.getRealTopic``); ``topic`` may
+        be the consumer's topic (gRPC) or already the retry topic (the Java Remoting client
+        sends the real topic in ACK_MESSAGE)."""
+        if self.retry == RETRY_NONE or topic.startswith(RETRY_TOPIC_PREFIX):
+            return topic
         if self.retry == RETRY_V1:
             return pop_retry_topic(topic, group)
         if self.retry == RETRY_V2:

@@ -390,8 +390,11 @@ class PopService:
 
     # -- ack, change -----------------------------------------------------------------------
 
-    def _handle(self, topic: str, receipt_handle: str, ack_offset: int | None
-                ) -> tuple[ReceiptHandle, int]:
+    def _handle(self, group: str, topic: str, receipt_handle: str, ack_offset: int | None
+                ) -> tuple[ReceiptHandle, int, str]:
+        """The parsed handle, the message's queue offset and the topic it was popped from, after
+        RocketMQ's checks (``AckMessageProcessor``): the topic exists, the queue is one of its
+        read queues, the offset lies in the queue."""
         h = ReceiptHandle.parse(receipt_handle)
         offset = ack_offset if ack_offset is not None else h.msg_queue_offset
         if offset is None:
@@ -403,9 +406,19 @@ class PopService:
         if not h.is_order and h.revive_qid >= self.config.revive_queue_num:
             raise InvalidReceiptHandle(f"the receipt handle's reviveQid {h.revive_qid} is not "
                                        f"below reviveQueueNum {self.config.revive_queue_num}")
-        if self.broker.topics.get(topic) is None:
-            raise TopicNotFound(f"topic[{topic}] not exist, apply first please!")
-        return h, offset
+        real = h.real_topic(topic, group)
+        tc = self.broker.topics.get(real)
+        if tc is None:
+            raise TopicNotFound(f"topic[{real}] not exist, apply first please!")
+        if h.queue_id >= tc.readQueueNums:
+            raise InvalidReceiptHandle(f"queueId[{h.queue_id}] is illegal, topic:[{real}] "
+                                       f"topicConfig.readQueueNums:[{tc.readQueueNums}]")
+        lo = self.store.min_offset_in_queue(real, h.queue_id)
+        hi = self.store.max_offset_in_queue(real, h.queue_id)
+        if not lo <= offset <= hi:
+            raise ReceiptHandleExpired(f"offset is illegal, key:{real}@{h.queue_id}, "
+                                       f"commit:{offset}, store:{lo}~{hi}")
+        return h, offset, real
 
     def ack(self, group: str, topic: str, receipt_handle: str,
             ack_offset: int | None = None) -> None:
@@ -425,8 +438,7 @@ class PopService:
         batches: dict[tuple[str, int, int, int, int], list[int]] = {}
         for text, off in zip(handles, offs, strict=True):
             try:
-                h, offset = self._handle(topic, text, off)
-                real = h.real_topic(topic, group)
+                h, offset, real = self._handle(group, topic, text, off)
                 if h.is_order:
                     self._fifo_ack(group, real, h, offset, now)
                 else:
@@ -467,8 +479,7 @@ class PopService:
         if not 0 < invisible_ms <= MAX_INVISIBLE_MS:
             raise BadPopRequest(f"invisibleTime {invisible_ms} ms: must be within "
                                 f"1..{MAX_INVISIBLE_MS}")
-        h, offset = self._handle(topic, receipt_handle, None)
-        real = h.real_topic(topic, group)
+        h, offset, real = self._handle(group, topic, receipt_handle, None)
         now = self.clock()
         if h.is_order:
             key = (group, real, h.queue_id)
@@ -500,12 +511,11 @@ class PopService:
         if not self.config.broker_permission & PERM_WRITE:
             raise NoPermission(f"the broker[{self.config.broker_name}] sending message is "
                                "forbidden")
-        h, offset = self._handle(topic, receipt_handle, None)
+        h, offset, real = self._handle(group, topic, receipt_handle, None)
         now = self.clock()
         if now >= h.revive_time and not h.is_order:
             raise ReceiptHandleExpired(f"the receipt handle's invisible time ended at "
                                        f"{h.revive_time} (now {now})")
-        real = h.real_topic(topic, group)
         rec = pm.read_one(self.store, real, h.queue_id, offset)
         if rec is None:
             raise ReceiptHandleExpired(f"no message at {real}:{h.queue_id}@{offset} any more")

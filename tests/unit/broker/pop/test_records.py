@@ -87,6 +87,8 @@ def test_handle_round_trip_and_topic() -> None:
     assert text == "10 1700000000000 30000 3 1 broker-a 0 12"
     assert ReceiptHandle.parse(text) == h
     assert h.real_topic("T", "G") == "%RETRY%G_T" == pop_retry_topic("T", "G")
+    assert h.real_topic("%RETRY%G_T", "G") == "%RETRY%G_T"  # a Remoting ack names it already
+    assert ReceiptHandle.parse("1 2 3 4 2 b 0").real_topic("T", "G") == "%RETRY%G+T"
     assert ReceiptHandle.parse("10 1 2 999 0 b 4").is_order
     assert ReceiptHandle.parse("10 1 2 3 0 b 4").msg_queue_offset is None
     assert revive_topic("C") == "rmq_sys_REVIVE_LOG_C"

@@ -25,6 +25,7 @@ from rocketlite.broker.pop.errors import (
 from rocketlite.broker.pop.records import REVIVE_GROUP, ReceiptHandle
 from rocketlite.broker.pop.service import PopResult, PopService, PopStatus
 from rocketlite.broker.subscriptions import SubscriptionGroupConfig
+from rocketlite.common.errors import DiskFullError
 from rocketlite.formats.properties import encode_properties
 from rocketlite.protocol.bodies import SubscriptionData, TopicConfig
 from rocketlite.store.message import MessageToStore
@@ -293,3 +294,33 @@ async def test_unacked_pops_survive_a_restart(tmp_path: Path) -> None:
         assert await svc.revive.round() == 1
         r2 = await pop(svc, queue_id=-1)
         assert [(m.record.body, m.delivery_attempt) for m in r2.messages] == [(b"m1", 2)]
+
+
+async def test_a_refused_checkpoint_write_moves_no_offset(
+        pe: tuple[Env, PopService, Clock], monkeypatch: pytest.MonkeyPatch) -> None:
+    env, svc, _ = pe
+    put(env, 2)
+
+    def full(msgs: object) -> None:
+        raise DiskFullError("the disk is full (test)")
+
+    with monkeypatch.context() as m:
+        m.setattr(svc.store, "put_messages", full)
+        with pytest.raises(DiskFullError):
+            await pop(svc)
+    assert env.broker.offsets.query("G", "T", 0) == -1
+    assert [x.record.body for x in (await pop(svc)).messages] == [b"m0", b"m1"]
+
+
+async def test_a_retry_topic_name_too_long_sends_to_the_dlq(
+        pe: tuple[Env, PopService, Clock]) -> None:
+    env, svc, clock = pe
+    topic, group = "L" * 100, "G" * 30
+    env.broker.topics.update(TopicConfig(topicName=topic, readQueueNums=1, writeQueueNums=1))
+    put(env, 1, topic=topic)
+    r = await svc.pop(group, topic, 0, 1, INV, 0, SubscriptionData.from_expression(topic, "*"))
+    assert len(r.messages) == 1
+    clock.offset += INV + 1
+    assert await svc.revive.round() == 1
+    assert svc.revive.dead == 1
+    assert env.broker.store.max_offset_in_queue(f"%DLQ%{group}", 0) == 1

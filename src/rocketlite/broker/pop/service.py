@@ -36,7 +36,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rocketlite.broker.config import PERM_READ, PERM_WRITE
@@ -134,7 +134,8 @@ class _Pop:
     sgc: SubscriptionGroupConfig
     out: list[PoppedMessage]
     starts: list[tuple[bool, int, int]]
-    writes: list[MessageToStore]
+    writes: list[MessageToStore]  # the CKs
+    commits: list[tuple[str, int, int]] = field(default_factory=list)  # once the CKs are stored
     rest: int = 0
 
 
@@ -273,7 +274,10 @@ class PopService:
         if has_retry and not fifo and not retry_first and len(p.out) < max_nums:
             self._pop_queue(p, retry, 0, True)
         if p.writes:
+            # a store that refuses the CKs fails the pop before any offset moves: nothing lost
             put = self.store.put_messages(p.writes)
+            for t, q, nxt in p.commits:
+                self.broker.offsets.commit(group, t, q, nxt)
             if put.flushed is not None:
                 await asyncio.wrap_future(put.flushed)
         status = PopStatus.FOUND if p.out else PopStatus.NO_NEW_MSG
@@ -348,7 +352,7 @@ class PopService:
                                topic=topic, cid=p.group, broker_name=cfg.broker_name,
                                queue_offset_diff=[r.queue_offset - start for r in taken])
             p.writes.append(pm.ck_message(self.revive_topic, p.revive_qid, ck))
-            offsets.commit(p.group, topic, q, nxt)
+            p.commits.append((topic, q, nxt))
         for rec in taken:
             before = self.fifo.previous(key, rec.queue_offset)[0] - 1 if p.fifo else 0
             handle = ReceiptHandle(start, p.pop_time, p.invisible_ms, p.revive_qid, retry_flag,

@@ -324,3 +324,17 @@ async def test_a_retry_topic_name_too_long_sends_to_the_dlq(
     assert await svc.revive.round() == 1
     assert svc.revive.dead == 1
     assert env.broker.store.max_offset_in_queue(f"%DLQ%{group}", 0) == 1
+
+
+async def test_fifo_pop_repeated_with_its_attempt_id_gets_the_batch_again(
+        pe: tuple[Env, PopService, Clock]) -> None:
+    env, svc, _ = pe
+    put(env, 2)
+    r = await svc.pop("G", "T", 0, 1, INV, 0, ALL, fifo=True, attempt_id="a1")
+    assert [m.queue_offset for m in r.messages] == [0]
+    other = await svc.pop("G", "T", 0, 1, INV, 0, ALL, fifo=True, attempt_id="a2")
+    assert other.status is PopStatus.NO_NEW_MSG  # blocked for another attempt
+    again = await svc.pop("G", "T", 0, 1, INV, 0, ALL, fifo=True, attempt_id="a1")
+    assert [(m.queue_offset, m.delivery_attempt) for m in again.messages] == [(0, 1)]
+    svc.ack("G", "T", again.messages[0].receipt_handle)
+    assert env.broker.offsets.query("G", "T", 0) == 1

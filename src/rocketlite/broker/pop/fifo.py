@@ -31,6 +31,7 @@ class OrderBatch:
     next_offset: int  # the consumer offset once all of ``offsets`` are acked
     acked: set[int] = field(default_factory=set)
     deliveries: dict[int, int] = field(default_factory=dict)  # offset -> times delivered
+    attempt_id: str | None = None  # the client's id for this pop (repeated if it retries)
 
     @property
     def complete(self) -> bool:
@@ -41,9 +42,12 @@ class FifoState:
     def __init__(self) -> None:
         self.batches: dict[OrderKey, OrderBatch] = {}
 
-    def blocked(self, key: OrderKey, now: int) -> bool:
+    def blocked(self, key: OrderKey, now: int, attempt_id: str | None = None) -> bool:
+        """Whether the queue has a batch in flight; not for a repeat of that batch's pop."""
         b = self.batches.get(key)
-        return b is not None and not b.complete and now < b.invisible_until
+        if b is None or b.complete or now >= b.invisible_until:
+            return False
+        return attempt_id is None or attempt_id != b.attempt_id
 
     def previous(self, key: OrderKey, offset: int) -> tuple[int, bool]:
         """(times ``offset`` was delivered before, whether it was acked) in the batch that
@@ -59,15 +63,19 @@ class FifoState:
         return len(b.acked) + len(b.offsets) if b is not None else 0
 
     def begin(self, key: OrderKey, pop_time: int, invisible_until: int, offsets: list[int],
-              next_offset: int, done: set[int]) -> None:
+              next_offset: int, done: set[int], attempt_id: str | None = None) -> None:
         """A new batch of ``offsets``; ``done`` are offsets of the range acked (or dead-lettered)
-        earlier, kept so a later re-delivery skips them."""
+        earlier, kept so a later re-delivery skips them. A repeat of the batch's pop (same
+        ``attempt_id``) delivers it again without counting a delivery."""
         old = self.batches.get(key)
         if old is None and len(self.batches) >= MAX_KEYS:
             raise BadPopRequest(f"{MAX_KEYS} FIFO queues already have a batch in flight")
-        deliveries = {o: (old.deliveries.get(o, 0) if old else 0) + 1 for o in offsets}
+        repeat = old is not None and attempt_id is not None and old.attempt_id == attempt_id
+        deliveries = {o: (old.deliveries.get(o, 0) if old else 0)
+                      + (0 if repeat and old is not None and o in old.deliveries else 1)
+                      for o in offsets}
         self.batches[key] = OrderBatch(pop_time, invisible_until, list(offsets), next_offset,
-                                       set(done), deliveries)
+                                       set(done), deliveries, attempt_id)
 
     def _batch(self, key: OrderKey, pop_time: int, now: int) -> OrderBatch:
         b = self.batches.get(key)

@@ -136,6 +136,7 @@ class _Pop:
     starts: list[tuple[bool, int, int]]
     writes: list[MessageToStore]  # the CKs
     commits: list[tuple[str, int, int]] = field(default_factory=list)  # once the CKs are stored
+    attempt_id: str | None = None
     rest: int = 0
 
 
@@ -201,9 +202,9 @@ class PopService:
                   poll_ms: int, subscription: SubscriptionData, fifo: bool = False,
                   init_mode: int = 0, attempt_id: str | None = None) -> PopResult:
         """Pop up to ``max_nums`` messages, long-polling up to ``poll_ms`` when none is visible.
-        ``attempt_id`` (a FIFO client's retry of the same pop) is accepted and not used: a
-        repeated orderly pop finds its queue blocked and waits, as RocketMQ's does without it."""
-        del attempt_id
+        ``attempt_id``: an orderly pop repeated with the attempt id of the batch in flight (a
+        client that never got the reply) gets that batch again instead of a blocked queue, and
+        the repeat does not count as a delivery (RocketMQ's ``ConsumerOrderInfoManager``)."""
         queues = self._topic_check(topic)
         sgc = self._group(group)
         if queue_id != -1 and not 0 <= queue_id < queues:
@@ -224,7 +225,7 @@ class PopService:
         topics = (topic, pop_retry_topic(topic, group))
         while True:
             result = await self._pop_once(group, topic, queue_id, max_nums, invisible_ms, sub,
-                                          fifo, init_mode, sgc)
+                                          fifo, init_mode, sgc, attempt_id)
             if result.messages or poll_ms <= 0:
                 return result
             waiter = self.polling.register(topics)
@@ -233,7 +234,7 @@ class PopService:
                                  result.revive_qid, result.rest_num)
             try:
                 result = await self._pop_once(group, topic, queue_id, max_nums, invisible_ms, sub,
-                                              fifo, init_mode, sgc)
+                                              fifo, init_mode, sgc, attempt_id)
                 if result.messages:
                     return result
                 remaining = deadline - loop.time()
@@ -254,10 +255,11 @@ class PopService:
 
     async def _pop_once(self, group: str, topic: str, queue_id: int, max_nums: int,
                         invisible_ms: int, sub: SubscriptionData, fifo: bool, init_mode: int,
-                        sgc: SubscriptionGroupConfig) -> PopResult:
+                        sgc: SubscriptionGroupConfig, attempt_id: str | None) -> PopResult:
         now = self.clock()
         p = _Pop(group, topic, max_nums, invisible_ms, sub, fifo, init_mode, now,
-                 ORDER_REVIVE_QUEUE if fifo else self._next_revive_qid(), sgc, [], [], [])
+                 ORDER_REVIVE_QUEUE if fifo else self._next_revive_qid(), sgc, [], [], [],
+                 attempt_id=attempt_id)
         retry = pop_retry_topic(topic, group)
         has_retry = self.broker.topics.get(retry) is not None
         queues = self.broker.topics.get(topic)
@@ -297,7 +299,7 @@ class PopService:
 
     def _pop_queue(self, p: _Pop, topic: str, q: int, retry: bool) -> None:
         key: OrderKey = (p.group, topic, q)
-        if p.fifo and self.fifo.blocked(key, p.pop_time):
+        if p.fifo and self.fifo.blocked(key, p.pop_time, p.attempt_id):
             return
         offsets = self.broker.offsets
         start = self._offset(p.group, topic, q, p.init_mode, retry)
@@ -344,7 +346,8 @@ class PopService:
         retry_flag = RETRY_V1 if retry else RETRY_NONE
         p.starts.append((retry, q, start))
         if p.fifo:
-            self.fifo.begin(key, p.pop_time, until, [r.queue_offset for r in taken], nxt, done)
+            self.fifo.begin(key, p.pop_time, until, [r.queue_offset for r in taken], nxt, done,
+                            p.attempt_id)
             self._fifo_wake_at(key, topic, until)
         else:
             ck = PopCheckPoint(start_offset=start, pop_time=p.pop_time,

@@ -338,3 +338,15 @@ async def test_fifo_pop_repeated_with_its_attempt_id_gets_the_batch_again(
     assert [(m.queue_offset, m.delivery_attempt) for m in again.messages] == [(0, 1)]
     svc.ack("G", "T", again.messages[0].receipt_handle)
     assert env.broker.offsets.query("G", "T", 0) == 1
+
+
+async def test_fifo_pops_of_every_queue_take_one_batch_per_queue(
+        pe: tuple[Env, PopService, Clock]) -> None:
+    env, svc, _ = pe
+    put(env, 2, queue_id=0)
+    put(env, 2, queue_id=1)
+    first = await pop(svc, queue_id=-1, n=1, fifo=True)
+    second = await pop(svc, queue_id=-1, n=1, fifo=True)
+    assert {first.messages[0].queue_id, second.messages[0].queue_id} == {0, 1}
+    assert [m.queue_offset for m in first.messages + second.messages] == [0, 0]
+    assert (await pop(svc, queue_id=-1, n=2, fifo=True)).status is PopStatus.NO_NEW_MSG

@@ -151,7 +151,8 @@ class PopService:
                                   broker.config.max_pop_polling_size)
         self.fifo = FifoState()
         self.revive = ReviveService(self)
-        self._counter = 0
+        self._counter = 0  # picks the revive queue of each unordered pop
+        self._rotation = 0  # the first queue a pop of every queue reads
         self._fifo_timers: dict[OrderKey, asyncio.TimerHandle] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -264,7 +265,8 @@ class PopService:
         has_retry = self.broker.topics.get(retry) is not None
         queues = self.broker.topics.get(topic)
         n = queues.readQueueNums if queues else 0
-        normal = [queue_id] if queue_id != -1 else [(self._counter + i) % n for i in range(n)]
+        self._rotation += 1
+        normal = [queue_id] if queue_id != -1 else [(self._rotation + i) % n for i in range(n)]
         retry_first = (has_retry and not fifo and queue_id == -1
                        and random.randrange(100) < self.config.pop_from_retry_probability)
         if retry_first:
@@ -381,7 +383,6 @@ class PopService:
 
         def fire() -> None:
             self._fifo_timers.pop(key, None)
-            self.polling.notify(key[1])
             self.polling.notify(topic)
 
         self._fifo_timers[key] = loop.call_later(delay, fire)

@@ -350,3 +350,18 @@ async def test_fifo_pops_of_every_queue_take_one_batch_per_queue(
     assert {first.messages[0].queue_id, second.messages[0].queue_id} == {0, 1}
     assert [m.queue_offset for m in first.messages + second.messages] == [0, 0]
     assert (await pop(svc, queue_id=-1, n=2, fifo=True)).status is PopStatus.NO_NEW_MSG
+
+
+async def test_revive_keeps_at_most_the_inflight_threshold_of_checkpoints(tmp_path: Path) -> None:
+    async with pop_env(tmp_path / "s", reviveQueueNum="1",
+                       popInflightMessageThreshold="1") as (env, svc, clock):
+        put(env, 1, queue_id=0)
+        put(env, 1, queue_id=1)
+        await pop(svc, queue_id=0)
+        await pop(svc, queue_id=1)
+        assert await svc.revive.round() == 0
+        assert len(svc.revive.pending[0]) == 1  # reading stopped at the threshold
+        clock.offset += INV + 1
+        assert await svc.revive.round() == 1  # the first revived; the second read next round
+        assert await svc.revive.round() == 1
+        assert svc.revive.pending[0] == {} and svc.revive.revived == 2

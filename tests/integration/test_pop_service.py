@@ -365,3 +365,27 @@ async def test_revive_keeps_at_most_the_inflight_threshold_of_checkpoints(tmp_pa
         assert await svc.revive.round() == 1  # the first revived; the second read next round
         assert await svc.revive.round() == 1
         assert svc.revive.pending[0] == {} and svc.revive.revived == 2
+
+
+async def test_fifo_batch_survives_a_restart(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    async with pop_env(root) as (env, svc, _):
+        put(env, 2)
+        r = await pop(svc, n=1, fifo=True)
+        assert [m.queue_offset for m in r.messages] == [0]
+    async with pop_env(root) as (env, svc, clock):
+        assert (await pop(svc, n=1, fifo=True)).status is PopStatus.NO_NEW_MSG  # still hidden
+        clock.offset += INV + 1
+        again = await pop(svc, n=1, fifo=True)
+        assert [(m.queue_offset, m.delivery_attempt) for m in again.messages] == [(0, 2)]
+
+
+async def test_unreadable_fifo_state_starts_empty(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    (root / "config").mkdir(parents=True)
+    (root / "config" / "popOrderInfo.json").write_text("{not json", encoding="utf-8")
+    (root / "config" / "popOrderInfo.json.bak").write_text('{"batches": [{"g": 1}]}',
+                                                           encoding="utf-8")
+    async with pop_env(root) as (env, svc, _):
+        put(env, 1)
+        assert len((await pop(svc, n=1, fifo=True)).messages) == 1

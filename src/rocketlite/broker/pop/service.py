@@ -37,8 +37,10 @@ import random
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rocketlite.broker import config_file
 from rocketlite.broker.config import PERM_READ, PERM_WRITE
 from rocketlite.broker.pop import messages as pm
 from rocketlite.broker.pop.errors import (
@@ -66,6 +68,7 @@ from rocketlite.broker.pop.records import (
 from rocketlite.broker.pop.revive import ReviveService
 from rocketlite.broker.send_back import DLQ_NUMS_PER_GROUP, dlq_topic
 from rocketlite.broker.timer_divert import get_property
+from rocketlite.common.errors import ConfigError
 from rocketlite.formats.message_record import MessageRecord, decode_record
 from rocketlite.formats.properties import TAGS
 from rocketlite.protocol.bodies import SubscriptionData
@@ -81,6 +84,7 @@ log = logging.getLogger(__name__)
 INIT_LAST, INIT_MIN = 0, 1  # ConsumeInitMode
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
 MAX_POLL_MS = 60_000
+ORDER_INFO_FILE = "popOrderInfo.json"
 _MOVED = (GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_OVERFLOW_BADLY)
 
 
@@ -164,7 +168,23 @@ class PopService:
             log.warning("revive topic %s has %d queues, reviveQueueNum is %d", self.revive_topic,
                         tc.readQueueNums, n)
 
+    @property
+    def order_info_path(self) -> Path:
+        return self.broker.store_config.config_dir / ORDER_INFO_FILE
+
+    def persist_order_info(self, force: bool = False) -> None:
+        """Write the FIFO order state if it changed (every revive round, and at stop)."""
+        if force or self.fifo.dirty:
+            config_file.save_or_log(self.order_info_path, self.fifo.encode())
+
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            obj = config_file.load(self.order_info_path)
+        except ConfigError as e:  # derived state: lose it rather than refuse to start
+            log.error("%s; FIFO batches in flight are re-delivered at once", e)
+            obj = None
+        if obj is not None:
+            self.fifo.load(obj, str(self.order_info_path))
         self.create_revive_topic()
         self.polling.start(loop)
         self.store.dispatcher.listeners.append(self.polling.on_dispatched)
@@ -176,6 +196,7 @@ class PopService:
             h.cancel()
         self._fifo_timers.clear()
         await self.revive.stop()
+        self.persist_order_info(force=True)
 
     # -- checks ----------------------------------------------------------------------------
 

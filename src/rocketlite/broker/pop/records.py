@@ -35,6 +35,8 @@ Limits: a handle is at most ``MAX_HANDLE_LENGTH`` characters, a record's JSON at
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -263,7 +265,11 @@ class ReceiptHandle:
         return self.revive_qid == ORDER_REVIVE_QUEUE
 
     def real_topic(self, topic: str, group: str) -> str:
-        """The topic the message was popped from (``ExtraInfoUtil.getRealTopic``)."""
+        """The topic the message was popped from (``ExtraInfoUtil.getRealTopic``); ``topic`` may
+        be the consumer's topic (gRPC) or already the retry topic (the Java Remoting client
+        sends the real topic in ACK_MESSAGE)."""
+        if self.retry == RETRY_NONE or topic.startswith(RETRY_TOPIC_PREFIX):
+            return topic
         if self.retry == RETRY_V1:
             return pop_retry_topic(topic, group)
         if self.retry == RETRY_V2:
@@ -317,3 +323,84 @@ def msg_offset_info(entries: list[tuple[bool, int, list[int]]]) -> str:
 def order_count_info(entries: list[tuple[bool, int, int, int]]) -> str:
     """``buildQueueOffsetOrderCountInfo`` for (retry, queueId, queueOffset, count) entries."""
     return ";".join(f"{int(r)} qo{q}%{o} {c}" for r, q, o, c in entries)
+
+
+MAX_BATCH_ACKS = 1024
+MAX_BITSET_BYTES = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class BatchAck:
+    """One entry of BATCH_ACK_MESSAGE's body (``BatchAck``: ``c t r so q rq pt it b``); ``b`` is
+    a Java ``BitSet`` as fastjson writes it (base64 of ``toByteArray``, little-endian), bit i
+    acking queue offset ``so + i``."""
+
+    cid: str
+    topic: str
+    retry: int
+    start_offset: int
+    queue_id: int
+    revive_qid: int
+    pop_time: int
+    invisible_time: int
+    bits: int
+
+    @property
+    def offsets(self) -> list[int]:
+        b, i, out = self.bits, 0, []
+        while b:
+            if b & 1:
+                out.append(self.start_offset + i)
+            b >>= 1
+            i += 1
+        return out
+
+    def handles(self, broker_name: str) -> list[str]:
+        return [ReceiptHandle(self.start_offset, self.pop_time, self.invisible_time,
+                              self.revive_qid, self.retry, broker_name, self.queue_id,
+                              o).encode() for o in self.offsets]
+
+
+def _bitset(v: Any) -> int:
+    if isinstance(v, str):
+        try:
+            raw = base64.b64decode(v, validate=True)
+        except (binascii.Error, ValueError) as e:
+            raise RecordError(f"batch ack: 'b' is not base64: {e}") from e
+    elif isinstance(v, list) and all(isinstance(x, int) and -128 <= x < 256 for x in v):
+        raw = bytes(x & 0xFF for x in v)
+    else:
+        raise RecordError(f"batch ack: 'b' is not a BitSet: {str(v)[:80]!r}")
+    if len(raw) > MAX_BITSET_BYTES:
+        raise RecordError(f"batch ack: a BitSet of {len(raw)} bytes, more than "
+                          f"{MAX_BITSET_BYTES}")
+    return int.from_bytes(raw, "little")
+
+
+def parse_batch_ack_body(data: bytes) -> tuple[str, list[BatchAck]]:
+    """BATCH_ACK_MESSAGE's body (``BatchAckMessageRequestBody``): broker name and entries."""
+    if len(data) > MAX_BATCH_ACKS * 512:
+        raise RecordError(f"batch ack body of {len(data)} bytes is too large")
+    try:
+        obj = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise RecordError(f"batch ack body is not JSON: {e}") from e
+    if not isinstance(obj, dict) or not isinstance(obj.get("acks"), list):
+        raise RecordError("batch ack body lacks its 'acks' list")
+    acks = obj["acks"]
+    if len(acks) > MAX_BATCH_ACKS:
+        raise RecordError(f"batch ack body with {len(acks)} entries, more than {MAX_BATCH_ACKS}")
+    out = []
+    for a in acks:
+        if not isinstance(a, dict):
+            raise RecordError("batch ack entry is not a JSON object")
+        r = a.get("r", "0")
+        if r not in ("0", "1", "2"):
+            raise RecordError(f"batch ack: 'r' is {r!r}, not \"0\", \"1\" or \"2\"")
+        out.append(BatchAck(
+            _get(a, "c", str, "batch ack"), _get(a, "t", str, "batch ack"), int(r),
+            _get(a, "so", int, "batch ack"), _get(a, "q", int, "batch ack"),
+            _get(a, "rq", int, "batch ack"), _get(a, "pt", int, "batch ack"),
+            _get(a, "it", int, "batch ack"), _bitset(a.get("b", ""))))
+    broker = obj.get("brokerName")
+    return (broker if isinstance(broker, str) else ""), out

@@ -35,6 +35,7 @@ from rocketlite.broker.pop.records import (
     RecordError,
 )
 from rocketlite.broker.timer_divert import get_property
+from rocketlite.broker.topics import TopicError
 from rocketlite.common.errors import RocketliteError
 from rocketlite.formats.message_record import MessageRecord, decode_record
 from rocketlite.formats.properties import TAGS
@@ -82,6 +83,7 @@ class ReviveService:
                 await self.round()
             except Exception:  # one bad round must not end reviving for good
                 log.exception("revive round failed")
+            self.pop.persist_order_info()
 
     async def round(self) -> int:
         """One round, once every record appended before it is readable (the acks written
@@ -113,7 +115,8 @@ class ReviveService:
         limit = self.pop.config.pop_inflight_message_threshold
         budget = MAX_SCAN
         while len(pending) < limit and budget > 0:
-            res = store.get_message(topic, qid, off, min(READ_BATCH, budget))
+            # each record adds at most one CK: never read past the threshold
+            res = store.get_message(topic, qid, off, min(READ_BATCH, budget, limit - len(pending)))
             if res.status in _MOVED:
                 off = res.next_begin_offset
                 continue
@@ -186,9 +189,16 @@ class ReviveService:
                 n += 1
             else:
                 msg = pm.retry_message(rec, ck)
-                pop.broker.topics.create_plain(msg.topic, 1, PERM_READ | PERM_WRITE)
-                pop.store.put_messages((msg,))
-                self.revived += 1
+                try:
+                    pop.broker.topics.create_plain(msg.topic, 1, PERM_READ | PERM_WRITE)
+                except TopicError as e:  # e.g. group and topic too long for one topic name
+                    log.error("no POP retry topic for %s: %s; the message goes to the DLQ",
+                              ck.cid, e)
+                    pop.put_dead_letter(ck.cid, ck.topic, rec)
+                    self.dead += 1
+                else:
+                    pop.store.put_messages((msg,))
+                    self.revived += 1
                 n += 1
             ck.set_acked(i)  # a failure further on must not re-put this one
         return n

@@ -36,18 +36,20 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rocketlite.broker import config_file
 from rocketlite.broker.config import PERM_READ, PERM_WRITE
+from rocketlite.broker.pop import acks
 from rocketlite.broker.pop import messages as pm
+from rocketlite.broker.pop.acks import MAX_INVISIBLE_MS
 from rocketlite.broker.pop.errors import (
     BadPopRequest,
     GroupNotFound,
-    InvalidReceiptHandle,
     NoPermission,
     PopError,
-    ReceiptHandleExpired,
     TopicNotFound,
 )
 from rocketlite.broker.pop.fifo import FifoState, OrderKey
@@ -57,7 +59,6 @@ from rocketlite.broker.pop.records import (
     ORDER_REVIVE_QUEUE,
     RETRY_NONE,
     RETRY_V1,
-    AckMsg,
     PopCheckPoint,
     ReceiptHandle,
     pop_retry_topic,
@@ -66,6 +67,7 @@ from rocketlite.broker.pop.records import (
 from rocketlite.broker.pop.revive import ReviveService
 from rocketlite.broker.send_back import DLQ_NUMS_PER_GROUP, dlq_topic
 from rocketlite.broker.timer_divert import get_property
+from rocketlite.common.errors import ConfigError
 from rocketlite.formats.message_record import MessageRecord, decode_record
 from rocketlite.formats.properties import TAGS
 from rocketlite.protocol.bodies import SubscriptionData
@@ -79,8 +81,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 INIT_LAST, INIT_MIN = 0, 1  # ConsumeInitMode
-MAX_INVISIBLE_MS = 12 * 3600 * 1000
 MAX_POLL_MS = 60_000
+ORDER_INFO_FILE = "popOrderInfo.json"
 _MOVED = (GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_OVERFLOW_BADLY)
 
 
@@ -134,7 +136,9 @@ class _Pop:
     sgc: SubscriptionGroupConfig
     out: list[PoppedMessage]
     starts: list[tuple[bool, int, int]]
-    writes: list[MessageToStore]
+    writes: list[MessageToStore]  # the CKs
+    commits: list[tuple[str, int, int]] = field(default_factory=list)  # once the CKs are stored
+    attempt_id: str | None = None
     rest: int = 0
 
 
@@ -149,7 +153,8 @@ class PopService:
                                   broker.config.max_pop_polling_size)
         self.fifo = FifoState()
         self.revive = ReviveService(self)
-        self._counter = 0
+        self._counter = 0  # picks the revive queue of each unordered pop
+        self._rotation = 0  # the first queue a pop of every queue reads
         self._fifo_timers: dict[OrderKey, asyncio.TimerHandle] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -161,7 +166,23 @@ class PopService:
             log.warning("revive topic %s has %d queues, reviveQueueNum is %d", self.revive_topic,
                         tc.readQueueNums, n)
 
+    @property
+    def order_info_path(self) -> Path:
+        return self.broker.store_config.config_dir / ORDER_INFO_FILE
+
+    def persist_order_info(self, force: bool = False) -> None:
+        """Write the FIFO order state if it changed (every revive round, and at stop)."""
+        if force or self.fifo.dirty:
+            config_file.save_or_log(self.order_info_path, self.fifo.encode())
+
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            obj = config_file.load(self.order_info_path)
+        except ConfigError as e:  # derived state: lose it rather than refuse to start
+            log.error("%s; FIFO batches in flight are re-delivered at once", e)
+            obj = None
+        if obj is not None:
+            self.fifo.load(obj, str(self.order_info_path))
         self.create_revive_topic()
         self.polling.start(loop)
         self.store.dispatcher.listeners.append(self.polling.on_dispatched)
@@ -173,6 +194,7 @@ class PopService:
             h.cancel()
         self._fifo_timers.clear()
         await self.revive.stop()
+        self.persist_order_info(force=True)
 
     # -- checks ----------------------------------------------------------------------------
 
@@ -200,9 +222,9 @@ class PopService:
                   poll_ms: int, subscription: SubscriptionData, fifo: bool = False,
                   init_mode: int = 0, attempt_id: str | None = None) -> PopResult:
         """Pop up to ``max_nums`` messages, long-polling up to ``poll_ms`` when none is visible.
-        ``attempt_id`` (a FIFO client's retry of the same pop) is accepted and not used: a
-        repeated orderly pop finds its queue blocked and waits, as RocketMQ's does without it."""
-        del attempt_id
+        ``attempt_id``: an orderly pop repeated with the attempt id of the batch in flight (a
+        client that never got the reply) gets that batch again instead of a blocked queue, and
+        the repeat does not count as a delivery (RocketMQ's ``ConsumerOrderInfoManager``)."""
         queues = self._topic_check(topic)
         sgc = self._group(group)
         if queue_id != -1 and not 0 <= queue_id < queues:
@@ -223,7 +245,7 @@ class PopService:
         topics = (topic, pop_retry_topic(topic, group))
         while True:
             result = await self._pop_once(group, topic, queue_id, max_nums, invisible_ms, sub,
-                                          fifo, init_mode, sgc)
+                                          fifo, init_mode, sgc, attempt_id)
             if result.messages or poll_ms <= 0:
                 return result
             waiter = self.polling.register(topics)
@@ -232,7 +254,7 @@ class PopService:
                                  result.revive_qid, result.rest_num)
             try:
                 result = await self._pop_once(group, topic, queue_id, max_nums, invisible_ms, sub,
-                                              fifo, init_mode, sgc)
+                                              fifo, init_mode, sgc, attempt_id)
                 if result.messages:
                     return result
                 remaining = deadline - loop.time()
@@ -247,21 +269,23 @@ class PopService:
             finally:
                 self.polling.unregister(waiter)
 
-    def _next_revive_qid(self) -> int:
+    def next_revive_qid(self) -> int:
         self._counter += 1
         return self._counter % self.config.revive_queue_num
 
     async def _pop_once(self, group: str, topic: str, queue_id: int, max_nums: int,
                         invisible_ms: int, sub: SubscriptionData, fifo: bool, init_mode: int,
-                        sgc: SubscriptionGroupConfig) -> PopResult:
+                        sgc: SubscriptionGroupConfig, attempt_id: str | None) -> PopResult:
         now = self.clock()
         p = _Pop(group, topic, max_nums, invisible_ms, sub, fifo, init_mode, now,
-                 ORDER_REVIVE_QUEUE if fifo else self._next_revive_qid(), sgc, [], [], [])
+                 ORDER_REVIVE_QUEUE if fifo else self.next_revive_qid(), sgc, [], [], [],
+                 attempt_id=attempt_id)
         retry = pop_retry_topic(topic, group)
         has_retry = self.broker.topics.get(retry) is not None
         queues = self.broker.topics.get(topic)
         n = queues.readQueueNums if queues else 0
-        normal = [queue_id] if queue_id != -1 else [(self._counter + i) % n for i in range(n)]
+        self._rotation += 1
+        normal = [queue_id] if queue_id != -1 else [(self._rotation + i) % n for i in range(n)]
         retry_first = (has_retry and not fifo and queue_id == -1
                        and random.randrange(100) < self.config.pop_from_retry_probability)
         if retry_first:
@@ -270,10 +294,13 @@ class PopService:
             if len(p.out) >= max_nums:
                 break
             self._pop_queue(p, topic, q, False)
-        if has_retry and not retry_first and len(p.out) < max_nums:
+        if has_retry and not fifo and not retry_first and len(p.out) < max_nums:
             self._pop_queue(p, retry, 0, True)
         if p.writes:
+            # a store that refuses the CKs fails the pop before any offset moves: nothing lost
             put = self.store.put_messages(p.writes)
+            for t, q, nxt in p.commits:
+                self.broker.offsets.commit(group, t, q, nxt)
             if put.flushed is not None:
                 await asyncio.wrap_future(put.flushed)
         status = PopStatus.FOUND if p.out else PopStatus.NO_NEW_MSG
@@ -293,7 +320,7 @@ class PopService:
 
     def _pop_queue(self, p: _Pop, topic: str, q: int, retry: bool) -> None:
         key: OrderKey = (p.group, topic, q)
-        if p.fifo and self.fifo.blocked(key, p.pop_time):
+        if p.fifo and self.fifo.blocked(key, p.pop_time, p.attempt_id):
             return
         offsets = self.broker.offsets
         start = self._offset(p.group, topic, q, p.init_mode, retry)
@@ -340,15 +367,16 @@ class PopService:
         retry_flag = RETRY_V1 if retry else RETRY_NONE
         p.starts.append((retry, q, start))
         if p.fifo:
-            self.fifo.begin(key, p.pop_time, until, [r.queue_offset for r in taken], nxt, done)
-            self._fifo_wake_at(key, topic, until)
+            self.fifo.begin(key, p.pop_time, until, [r.queue_offset for r in taken], nxt, done,
+                            p.attempt_id)
+            self.fifo_wake_at(key, topic, until)
         else:
             ck = PopCheckPoint(start_offset=start, pop_time=p.pop_time,
                                invisible_time=p.invisible_ms, num=len(taken), queue_id=q,
                                topic=topic, cid=p.group, broker_name=cfg.broker_name,
                                queue_offset_diff=[r.queue_offset - start for r in taken])
             p.writes.append(pm.ck_message(self.revive_topic, p.revive_qid, ck))
-            offsets.commit(p.group, topic, q, nxt)
+            p.commits.append((topic, q, nxt))
         for rec in taken:
             before = self.fifo.previous(key, rec.queue_offset)[0] - 1 if p.fifo else 0
             handle = ReceiptHandle(start, p.pop_time, p.invisible_ms, p.revive_qid, retry_flag,
@@ -364,7 +392,7 @@ class PopService:
         self.put_dead_letter(p.group, topic, rec)
         return True
 
-    def _fifo_wake_at(self, key: OrderKey, topic: str, until: int) -> None:
+    def fifo_wake_at(self, key: OrderKey, topic: str, until: int) -> None:
         """Wake pops waiting on ``topic`` when the batch becomes visible again."""
         loop = asyncio.get_running_loop()
         old = self._fifo_timers.pop(key, None)
@@ -374,10 +402,16 @@ class PopService:
 
         def fire() -> None:
             self._fifo_timers.pop(key, None)
-            self.polling.notify(key[1])
             self.polling.notify(topic)
 
         self._fifo_timers[key] = loop.call_later(delay, fire)
+
+    def fifo_batch_done(self, key: OrderKey) -> None:
+        """A FIFO batch was acked whole: pops waiting on its topic read on."""
+        timer = self._fifo_timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+        self.polling.notify(key[1])
 
     def put_dead_letter(self, group: str, topic_read: str, rec: MessageRecord) -> None:
         """Store ``rec`` in ``%DLQ%{group}`` (created readable, as send-back creates it)."""
@@ -388,126 +422,28 @@ class PopService:
         log.info("message %s:%d@%d of group %s moved to %s", topic_read, rec.queue_id,
                  rec.queue_offset, group, dlq)
 
-    # -- ack, change -----------------------------------------------------------------------
-
-    def _handle(self, topic: str, receipt_handle: str, ack_offset: int | None
-                ) -> tuple[ReceiptHandle, int]:
-        h = ReceiptHandle.parse(receipt_handle)
-        offset = ack_offset if ack_offset is not None else h.msg_queue_offset
-        if offset is None:
-            raise InvalidReceiptHandle("the receipt handle has no message offset and the ack "
-                                       "names none")
-        if h.broker_name != self.config.broker_name:
-            raise InvalidReceiptHandle(f"the receipt handle is of broker {h.broker_name!r}, "
-                                       f"this is {self.config.broker_name!r}")
-        if not h.is_order and h.revive_qid >= self.config.revive_queue_num:
-            raise InvalidReceiptHandle(f"the receipt handle's reviveQid {h.revive_qid} is not "
-                                       f"below reviveQueueNum {self.config.revive_queue_num}")
-        if self.broker.topics.get(topic) is None:
-            raise TopicNotFound(f"topic[{topic}] not exist, apply first please!")
-        return h, offset
+    # -- ack, change (``acks.py``) ---------------------------------------------------------
 
     def ack(self, group: str, topic: str, receipt_handle: str,
             ack_offset: int | None = None) -> None:
         """Ack one popped message. Raises ``ReceiptHandleExpired`` once its invisible time is
-        over (it is being revived)."""
-        self.ack_many(group, topic, [receipt_handle], [ack_offset], raise_first=True)
+        over (it is being revived) or its offset is no longer in the queue."""
+        acks.ack_many(self, group, topic, [receipt_handle], [ack_offset], raise_first=True)
 
     def ack_many(self, group: str, topic: str, receipt_handles: Iterable[str],
-                 ack_offsets: Iterable[int | None] | None = None, raise_first: bool = False
-                 ) -> list[PopError | None]:
+                 ack_offsets: Iterable[int | None] | None = None) -> list[PopError | None]:
         """Ack several messages with one store append (the acks of one CK as one ``bAck``
         record); per handle None or the error that refused it."""
-        handles = list(receipt_handles)
-        offs = list(ack_offsets) if ack_offsets is not None else [None] * len(handles)
-        now = self.clock()
-        results: list[PopError | None] = []
-        batches: dict[tuple[str, int, int, int, int], list[int]] = {}
-        for text, off in zip(handles, offs, strict=True):
-            try:
-                h, offset = self._handle(topic, text, off)
-                real = h.real_topic(topic, group)
-                if h.is_order:
-                    self._fifo_ack(group, real, h, offset, now)
-                else:
-                    if now >= h.revive_time:
-                        raise ReceiptHandleExpired(
-                            f"the receipt handle's invisible time ended at {h.revive_time} "
-                            f"(now {now}): the message is being revived")
-                    batches.setdefault((real, h.queue_id, h.ck_queue_offset, h.pop_time,
-                                        h.revive_qid), []).append(offset)
-                results.append(None)
-            except PopError as e:
-                if raise_first:
-                    raise
-                results.append(e)
-        writes = []
-        for (real, q, so, pt, rq), acked in batches.items():
-            ack = AckMsg(acked[0], so, group, real, q, pt, self.config.broker_name,
-                         tuple(acked) if len(acked) > 1 else ())
-            writes.append(pm.ack_message(self.revive_topic, rq, ack, now))
-        if writes:
-            self.store.put_messages(writes)
-        return results
-
-    def _fifo_ack(self, group: str, real: str, h: ReceiptHandle, offset: int, now: int) -> None:
-        key = (group, real, h.queue_id)
-        nxt = self.fifo.ack(key, h.pop_time, offset, now)
-        if nxt is not None:
-            self.broker.offsets.commit(group, real, h.queue_id, nxt)
-            timer = self._fifo_timers.pop(key, None)
-            if timer is not None:
-                timer.cancel()
-            self.polling.notify(real)
+        return acks.ack_many(self, group, topic, receipt_handles, ack_offsets)
 
     def change_invisible(self, group: str, topic: str, receipt_handle: str,
                          invisible_ms: int) -> str:
         """Hide the message ``invisible_ms`` from now; returns its new handle. The old handle is
         acked (RocketMQ writes the new CK first, then the ack)."""
-        if not 0 < invisible_ms <= MAX_INVISIBLE_MS:
-            raise BadPopRequest(f"invisibleTime {invisible_ms} ms: must be within "
-                                f"1..{MAX_INVISIBLE_MS}")
-        h, offset = self._handle(topic, receipt_handle, None)
-        real = h.real_topic(topic, group)
-        now = self.clock()
-        if h.is_order:
-            key = (group, real, h.queue_id)
-            self.fifo.change(key, h.pop_time, now + invisible_ms, now)
-            self._fifo_wake_at(key, real, now + invisible_ms)
-            return ReceiptHandle(h.ck_queue_offset, h.pop_time, now + invisible_ms - h.pop_time,
-                                 h.revive_qid, h.retry, h.broker_name, h.queue_id,
-                                 offset).encode()
-        if now >= h.revive_time:
-            raise ReceiptHandleExpired(f"the receipt handle's invisible time ended at "
-                                       f"{h.revive_time} (now {now}): cannot change it")
-        rq = self._next_revive_qid()
-        ck = PopCheckPoint(start_offset=offset, pop_time=now, invisible_time=invisible_ms, num=1,
-                           queue_id=h.queue_id, topic=real, cid=group,
-                           broker_name=self.config.broker_name)
-        ack = AckMsg(offset, h.ck_queue_offset, group, real, h.queue_id, h.pop_time,
-                     self.config.broker_name)
-        self.store.put_messages((pm.ck_message(self.revive_topic, rq, ck),
-                                 pm.ack_message(self.revive_topic, h.revive_qid, ack, now)))
-        return ReceiptHandle(offset, now, invisible_ms, rq, h.retry, h.broker_name, h.queue_id,
-                             offset).encode()
+        return acks.change_invisible(self, group, topic, receipt_handle, invisible_ms)
 
     async def forward_to_dlq(self, group: str, topic: str, receipt_handle: str,
                              max_delivery_attempts: int) -> None:
         """Move a popped message to ``%DLQ%{group}`` and ack it (the gRPC front's
         ForwardMessageToDeadLetterQueue, after ``max_delivery_attempts`` failed deliveries)."""
-        if max_delivery_attempts <= 0:
-            raise BadPopRequest(f"maxDeliveryAttempts {max_delivery_attempts}: must be positive")
-        if not self.config.broker_permission & PERM_WRITE:
-            raise NoPermission(f"the broker[{self.config.broker_name}] sending message is "
-                               "forbidden")
-        h, offset = self._handle(topic, receipt_handle, None)
-        now = self.clock()
-        if now >= h.revive_time and not h.is_order:
-            raise ReceiptHandleExpired(f"the receipt handle's invisible time ended at "
-                                       f"{h.revive_time} (now {now})")
-        real = h.real_topic(topic, group)
-        rec = pm.read_one(self.store, real, h.queue_id, offset)
-        if rec is None:
-            raise ReceiptHandleExpired(f"no message at {real}:{h.queue_id}@{offset} any more")
-        self.ack(group, topic, receipt_handle)  # first: an expired FIFO handle raises here
-        self.put_dead_letter(group, real, rec)
+        await acks.forward_to_dlq(self, group, topic, receipt_handle, max_delivery_attempts)

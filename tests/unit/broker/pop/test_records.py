@@ -3,6 +3,7 @@ the offset-info strings, and the refusals of malformed input."""
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -15,6 +16,7 @@ from rocketlite.broker.pop.records import (
     RecordError,
     msg_offset_info,
     order_count_info,
+    parse_batch_ack_body,
     pop_retry_topic,
     revive_topic,
     start_offset_info,
@@ -85,6 +87,8 @@ def test_handle_round_trip_and_topic() -> None:
     assert text == "10 1700000000000 30000 3 1 broker-a 0 12"
     assert ReceiptHandle.parse(text) == h
     assert h.real_topic("T", "G") == "%RETRY%G_T" == pop_retry_topic("T", "G")
+    assert h.real_topic("%RETRY%G_T", "G") == "%RETRY%G_T"  # a Remoting ack names it already
+    assert ReceiptHandle.parse("1 2 3 4 2 b 0").real_topic("T", "G") == "%RETRY%G+T"
     assert ReceiptHandle.parse("10 1 2 999 0 b 4").is_order
     assert ReceiptHandle.parse("10 1 2 3 0 b 4").msg_queue_offset is None
     assert revive_topic("C") == "rmq_sys_REVIVE_LOG_C"
@@ -108,3 +112,27 @@ def test_offset_info_strings() -> None:
     assert start_offset_info([(False, 0, 5), (True, 0, 7)]) == "0 0 5;1 0 7"
     assert msg_offset_info([(False, 1, [5, 6])]) == "0 1 5,6"
     assert order_count_info([(False, 1, 5, 2)]) == "0 qo1%5 2"
+
+
+def test_batch_ack_body() -> None:
+    bits = base64.b64encode(bytes([0b101, 0b1])).decode()  # bits 0, 2 and 8
+    body = json.dumps({"brokerName": "b", "acks": [{"c": "G", "t": "T", "r": "1", "so": 10,
+                                                    "q": 1, "rq": 3, "pt": 5, "it": 6,
+                                                    "b": bits}]}).encode()
+    broker, [a] = parse_batch_ack_body(body)
+    assert broker == "b" and a.offsets == [10, 12, 18]
+    assert a.handles("b")[0] == "10 5 6 3 1 b 1 10"
+    assert parse_batch_ack_body(body.replace(f'"{bits}"'.encode(), b"[5, 1]"))[1][0].offsets == \
+        [10, 12, 18]
+
+
+@pytest.mark.parametrize("body, why", [
+    (b"x", "not JSON"),
+    (b"{}", "lacks its 'acks'"),
+    (b'{"acks":[{"c":"G","t":"T","r":"9"}]}', "'r' is '9'"),
+    (b'{"acks":[{"c":"G","t":"T","so":1,"q":0,"rq":0,"pt":1,"it":1,"b":"!!"}]}', "not base64"),
+    (b'{"acks":[{"c":"G","t":"T","so":1,"q":0,"rq":0,"pt":1,"it":1,"b":{}}]}', "not a BitSet"),
+])
+def test_bad_batch_ack_bodies(body: bytes, why: str) -> None:
+    with pytest.raises(RecordError, match=why):
+        parse_batch_ack_body(body)

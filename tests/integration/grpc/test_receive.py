@@ -24,6 +24,9 @@ from consumehelp import (
 from grpchelp import GrpcEnv
 
 from rocketlite.broker.subscriptions import SubscriptionGroupConfig
+from rocketlite.client.message import Message
+from rocketlite.client.producer import Producer
+from rocketlite.formats.message_record import SYSFLAG_COMPRESSED, decode_record
 from rocketlite.proxy import consumer
 from rocketlite.proxy.pb import definition_pb2 as dpb
 
@@ -235,3 +238,23 @@ async def test_messages_not_sent_when_the_stream_breaks_are_visible_again_soon(
     _st, msgs = await receive(g, receive_req("T"))
     assert sorted(m.body for m in msgs) == [b"s1", b"s2"]
     assert all(m.system_properties.delivery_attempt == 2 for m in msgs)
+
+
+async def test_a_message_sent_by_a_4x_remoting_producer_is_received_whole(
+        gp: tuple[GrpcEnv, Clock]) -> None:
+    g, _ = gp
+    body = b"z" * 5000  # compressed by the 4.x producer (4 KiB and more), inflated for 5.x
+    async with Producer("P4", namesrv_addr=f"127.0.0.1:{g.namesrv.port}") as p:
+        sent = await p.send(Message("T", body, tags="TagR", keys=["k1", "k2"],
+                                    properties={"color": "blue"}))
+    stored = g.broker.store.get_message("T", sent.queue.queueId, sent.queue_offset, 1)
+    assert decode_record(stored.body).sys_flag & SYSFLAG_COMPRESSED  # type: ignore[union-attr]
+    st, [m] = await receive(g, receive_req("T"))
+    sp = m.system_properties
+    assert st.code == C.OK and m.body == body
+    assert sp.body_digest.checksum == hashlib.md5(body).hexdigest().upper()
+    assert sp.message_id == sent.msg_id
+    assert (sp.tag, list(sp.keys)) == ("TagR", ["k1", "k2"])
+    assert dict(m.user_properties) == {"color": "blue"}
+    assert (sp.queue_id, sp.queue_offset) == (sent.queue.queueId, sent.queue_offset)
+    assert (await ack(g, "T", [sp.receipt_handle])).status.code == C.OK

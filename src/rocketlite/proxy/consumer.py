@@ -8,9 +8,9 @@ topic on this broker (queue -1, as the proxy: the client copies a route queue in
 but a receive waits for any), orderly when the group is (``consumeMessageOrderly``), and streams
 ``{status}`` (OK, MESSAGE_NOT_FOUND, TOO_MANY_REQUESTS when too many polls are held, or the
 error), one ``{message}`` per message, then ``{delivery_timestamp: now}``, whatever happened.
-The poll ends ``polling_reserve_ms`` before the client's deadline. PoppedMessage messages the client
-will not get are dealt with as the proxy's ``PopMessageResultFilterImpl`` says: a tag that does
-not match (the broker filters by tag hash) is acked, a message past the group's attempts
+The poll ends ``polling_reserve_ms`` before the client's deadline. Popped messages the client will
+not get are dealt with as the proxy's ``PopMessageResultFilterImpl`` says: a tag that does not
+match (the broker filters by tag hash) is acked, a message past the group's attempts
 (``retryMaxTimes + 1``) goes to ``%DLQ%<group>``. If the stream breaks before a message is sent,
 that message becomes visible again 1 s later (the proxy's NACK).
 
@@ -25,7 +25,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from rocketlite.broker.pop.service import PoppedMessage, PopService, PopStatus
 from rocketlite.broker.subscriptions import SubscriptionGroupConfig
@@ -59,7 +60,7 @@ def max_attempts(sgc: SubscriptionGroupConfig) -> int:
     return sgc.retryMaxTimes + 1
 
 
-def _now_ts() -> Any:
+def _now_ts() -> Timestamp:
     return timestamp(int(time.time() * 1000))
 
 

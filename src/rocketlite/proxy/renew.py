@@ -17,7 +17,9 @@ unless:
 - its handle is refused (expired meanwhile, or acked by another way): it is forgotten;
 - renewing failed otherwise ``maxRenewRetryTimes`` times in a row: it is forgotten.
 At most ``limit`` messages are held; past that a receive's messages are not renewed (they come
-back after the default invisible time, as without auto renew).
+back after the default invisible time, as without auto renew). ``CONFIG`` holds the settings:
+the defaults until whoever starts the front sets ``renew.CONFIG =
+RenewConfig.from_properties(broker_conf)``.
 """
 
 from __future__ import annotations
@@ -25,30 +27,54 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 
 from rocketlite.broker.pop.errors import PopError
 from rocketlite.broker.pop.service import PopService
+from rocketlite.common.errors import ConfigError
 from rocketlite.proxy.sessions import Sessions
+from rocketlite.store.config import kwargs_from_properties
 
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str, str]  # client id, group, message id
 
 
+def _key(name: str) -> dict[str, str]:
+    return {"key": name}
+
+
 @dataclass(frozen=True, slots=True)
 class RenewConfig:
-    """ProxyConfig's renewal settings (Java names and defaults)."""
+    """ProxyConfig's renewal settings (Java names and defaults; ``from_properties`` reads them
+    from broker.conf). ``limit`` (messages held at once) is rocketlite's bound."""
 
-    enable: bool = True  # enableProxyAutoRenew
-    default_invisible_ms: int = 60_000  # defaultInvisibleTimeMills
-    ahead_ms: int = 10_000  # renewAheadTimeMillis
-    slice_ms: int = 60_000  # renewSliceTimeMillis
-    max_ms: int = 3 * 3600_000  # renewMaxTimeMillis
-    period_ms: int = 5_000  # renewSchedulePeriodMillis
-    max_retries: int = 3  # maxRenewRetryTimes
-    clear_ms: int = 1_000  # invisibleTimeMillisWhenClear
-    limit: int = 100_000  # messages held at once
+    enable: bool = field(default=True, metadata=_key("enableProxyAutoRenew"))
+    default_invisible_ms: int = field(default=60_000, metadata=_key("defaultInvisibleTimeMills"))
+    ahead_ms: int = field(default=10_000, metadata=_key("renewAheadTimeMillis"))
+    slice_ms: int = field(default=60_000, metadata=_key("renewSliceTimeMillis"))
+    max_ms: int = field(default=3 * 3600_000, metadata=_key("renewMaxTimeMillis"))
+    period_ms: int = field(default=5_000, metadata=_key("renewSchedulePeriodMillis"))
+    max_retries: int = field(default=3, metadata=_key("maxRenewRetryTimes"))
+    clear_ms: int = field(default=1_000, metadata=_key("invisibleTimeMillisWhenClear"))
+    limit: int = field(default=100_000, metadata=_key("maxRenewedMessages"))
+
+    def __post_init__(self) -> None:
+        for name in ("default_invisible_ms", "slice_ms", "period_ms", "clear_ms", "limit"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{self.key_of(name)}={getattr(self, name)} must be positive")
+        for name in ("ahead_ms", "max_ms", "max_retries"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{self.key_of(name)}={getattr(self, name)} is negative")
+
+    @classmethod
+    def key_of(cls, name: str) -> str:
+        return str(next(f.metadata["key"] for f in fields(cls) if f.name == name))
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> RenewConfig:
+        return cls(**kwargs_from_properties(cls, props))
 
 
 CONFIG = RenewConfig()

@@ -16,6 +16,7 @@ from rocketlite.proxy.consume_checks import (
     subscription,
 )
 from rocketlite.proxy.pb import definition_pb2 as pb
+from rocketlite.proxy.renew import RenewConfig
 
 L = ConsumeLimits()
 C = pb.Code
@@ -87,3 +88,13 @@ def test_limits_are_read_from_broker_conf_and_checked() -> None:
         ConsumeLimits(min_invisible_ms=0)
     with pytest.raises(ConfigError):
         ConsumeLimits(min_polling_ms=30_000)
+
+
+def test_renewal_settings_are_read_from_broker_conf_and_checked() -> None:
+    rc = RenewConfig.from_properties({"renewSliceTimeMillis": "30000",
+                                      "enableProxyAutoRenew": "false", "other": "1"})
+    assert (rc.slice_ms, rc.enable, rc.ahead_ms) == (30_000, False, 10_000)
+    with pytest.raises(ConfigError, match="renewSchedulePeriodMillis"):
+        RenewConfig.from_properties({"renewSchedulePeriodMillis": "0"})
+    with pytest.raises(ConfigError, match="maxRenewRetryTimes"):
+        RenewConfig(max_retries=-1)

@@ -324,3 +324,68 @@ async def test_a_retry_topic_name_too_long_sends_to_the_dlq(
     assert await svc.revive.round() == 1
     assert svc.revive.dead == 1
     assert env.broker.store.max_offset_in_queue(f"%DLQ%{group}", 0) == 1
+
+
+async def test_fifo_pop_repeated_with_its_attempt_id_gets_the_batch_again(
+        pe: tuple[Env, PopService, Clock]) -> None:
+    env, svc, _ = pe
+    put(env, 2)
+    r = await svc.pop("G", "T", 0, 1, INV, 0, ALL, fifo=True, attempt_id="a1")
+    assert [m.queue_offset for m in r.messages] == [0]
+    other = await svc.pop("G", "T", 0, 1, INV, 0, ALL, fifo=True, attempt_id="a2")
+    assert other.status is PopStatus.NO_NEW_MSG  # blocked for another attempt
+    again = await svc.pop("G", "T", 0, 1, INV, 0, ALL, fifo=True, attempt_id="a1")
+    assert [(m.queue_offset, m.delivery_attempt) for m in again.messages] == [(0, 1)]
+    svc.ack("G", "T", again.messages[0].receipt_handle)
+    assert env.broker.offsets.query("G", "T", 0) == 1
+
+
+async def test_fifo_pops_of_every_queue_take_one_batch_per_queue(
+        pe: tuple[Env, PopService, Clock]) -> None:
+    env, svc, _ = pe
+    put(env, 2, queue_id=0)
+    put(env, 2, queue_id=1)
+    first = await pop(svc, queue_id=-1, n=1, fifo=True)
+    second = await pop(svc, queue_id=-1, n=1, fifo=True)
+    assert {first.messages[0].queue_id, second.messages[0].queue_id} == {0, 1}
+    assert [m.queue_offset for m in first.messages + second.messages] == [0, 0]
+    assert (await pop(svc, queue_id=-1, n=2, fifo=True)).status is PopStatus.NO_NEW_MSG
+
+
+async def test_revive_keeps_at_most_the_inflight_threshold_of_checkpoints(tmp_path: Path) -> None:
+    async with pop_env(tmp_path / "s", reviveQueueNum="1",
+                       popInflightMessageThreshold="1") as (env, svc, clock):
+        put(env, 1, queue_id=0)
+        put(env, 1, queue_id=1)
+        await pop(svc, queue_id=0)
+        await pop(svc, queue_id=1)
+        assert await svc.revive.round() == 0
+        assert len(svc.revive.pending[0]) == 1  # reading stopped at the threshold
+        clock.offset += INV + 1
+        assert await svc.revive.round() == 1  # the first revived; the second read next round
+        assert await svc.revive.round() == 1
+        assert svc.revive.pending[0] == {} and svc.revive.revived == 2
+
+
+async def test_fifo_batch_survives_a_restart(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    async with pop_env(root) as (env, svc, _):
+        put(env, 2)
+        r = await pop(svc, n=1, fifo=True)
+        assert [m.queue_offset for m in r.messages] == [0]
+    async with pop_env(root) as (env, svc, clock):
+        assert (await pop(svc, n=1, fifo=True)).status is PopStatus.NO_NEW_MSG  # still hidden
+        clock.offset += INV + 1
+        again = await pop(svc, n=1, fifo=True)
+        assert [(m.queue_offset, m.delivery_attempt) for m in again.messages] == [(0, 2)]
+
+
+async def test_unreadable_fifo_state_starts_empty(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    (root / "config").mkdir(parents=True)
+    (root / "config" / "popOrderInfo.json").write_text("{not json", encoding="utf-8")
+    (root / "config" / "popOrderInfo.json.bak").write_text('{"batches": [{"g": 1}]}',
+                                                           encoding="utf-8")
+    async with pop_env(root) as (env, svc, _):
+        put(env, 1)
+        assert len((await pop(svc, n=1, fifo=True)).messages) == 1

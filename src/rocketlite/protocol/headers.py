@@ -407,7 +407,7 @@ class PopMessageRequestHeader(Header):
     initMode: Int32
     expType: str | None = None
     exp: str | None = None
-    order: bool | None = False
+    order: bool = False
     attemptId: str | None = None
 
 

@@ -99,9 +99,9 @@ class PopProcessor:
         sub = SubscriptionData.from_expression(h.topic, h.exp, h.expType or "TAG")
         queue_id = h.queueId if h.queueId >= 0 else -1  # as Java's getQueueId
         result = await self.pop.pop(h.consumerGroup, h.topic, queue_id, h.maxMsgNums,
-                                    h.invisibleTime, h.pollTime, sub, fifo=bool(h.order),
+                                    h.invisibleTime, h.pollTime, sub, fifo=h.order,
                                     init_mode=h.initMode, attempt_id=h.attemptId)
-        return reply(cmd, result, bool(h.order))
+        return reply(cmd, result, h.order)
 
     async def ack_message(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = AckMessageRequestHeader.from_ext(cmd.ext_fields)

@@ -83,6 +83,7 @@ class ReviveService:
                 await self.round()
             except Exception:  # one bad round must not end reviving for good
                 log.exception("revive round failed")
+            self.pop.persist_order_info()
 
     async def round(self) -> int:
         """One round, once every record appended before it is readable (the acks written
@@ -114,7 +115,8 @@ class ReviveService:
         limit = self.pop.config.pop_inflight_message_threshold
         budget = MAX_SCAN
         while len(pending) < limit and budget > 0:
-            res = store.get_message(topic, qid, off, min(READ_BATCH, budget))
+            # each record adds at most one CK: never read past the threshold
+            res = store.get_message(topic, qid, off, min(READ_BATCH, budget, limit - len(pending)))
             if res.status in _MOVED:
                 off = res.next_begin_offset
                 continue

@@ -37,8 +37,10 @@ import random
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rocketlite.broker import config_file
 from rocketlite.broker.config import PERM_READ, PERM_WRITE
 from rocketlite.broker.pop import messages as pm
 from rocketlite.broker.pop.errors import (
@@ -66,6 +68,7 @@ from rocketlite.broker.pop.records import (
 from rocketlite.broker.pop.revive import ReviveService
 from rocketlite.broker.send_back import DLQ_NUMS_PER_GROUP, dlq_topic
 from rocketlite.broker.timer_divert import get_property
+from rocketlite.common.errors import ConfigError
 from rocketlite.formats.message_record import MessageRecord, decode_record
 from rocketlite.formats.properties import TAGS
 from rocketlite.protocol.bodies import SubscriptionData
@@ -81,6 +84,7 @@ log = logging.getLogger(__name__)
 INIT_LAST, INIT_MIN = 0, 1  # ConsumeInitMode
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
 MAX_POLL_MS = 60_000
+ORDER_INFO_FILE = "popOrderInfo.json"
 _MOVED = (GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_OVERFLOW_BADLY)
 
 
@@ -136,6 +140,7 @@ class _Pop:
     starts: list[tuple[bool, int, int]]
     writes: list[MessageToStore]  # the CKs
     commits: list[tuple[str, int, int]] = field(default_factory=list)  # once the CKs are stored
+    attempt_id: str | None = None
     rest: int = 0
 
 
@@ -150,7 +155,8 @@ class PopService:
                                   broker.config.max_pop_polling_size)
         self.fifo = FifoState()
         self.revive = ReviveService(self)
-        self._counter = 0
+        self._counter = 0  # picks the revive queue of each unordered pop
+        self._rotation = 0  # the first queue a pop of every queue reads
         self._fifo_timers: dict[OrderKey, asyncio.TimerHandle] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -162,7 +168,23 @@ class PopService:
             log.warning("revive topic %s has %d queues, reviveQueueNum is %d", self.revive_topic,
                         tc.readQueueNums, n)
 
+    @property
+    def order_info_path(self) -> Path:
+        return self.broker.store_config.config_dir / ORDER_INFO_FILE
+
+    def persist_order_info(self, force: bool = False) -> None:
+        """Write the FIFO order state if it changed (every revive round, and at stop)."""
+        if force or self.fifo.dirty:
+            config_file.save_or_log(self.order_info_path, self.fifo.encode())
+
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            obj = config_file.load(self.order_info_path)
+        except ConfigError as e:  # derived state: lose it rather than refuse to start
+            log.error("%s; FIFO batches in flight are re-delivered at once", e)
+            obj = None
+        if obj is not None:
+            self.fifo.load(obj, str(self.order_info_path))
         self.create_revive_topic()
         self.polling.start(loop)
         self.store.dispatcher.listeners.append(self.polling.on_dispatched)
@@ -174,6 +196,7 @@ class PopService:
             h.cancel()
         self._fifo_timers.clear()
         await self.revive.stop()
+        self.persist_order_info(force=True)
 
     # -- checks ----------------------------------------------------------------------------
 
@@ -201,9 +224,9 @@ class PopService:
                   poll_ms: int, subscription: SubscriptionData, fifo: bool = False,
                   init_mode: int = 0, attempt_id: str | None = None) -> PopResult:
         """Pop up to ``max_nums`` messages, long-polling up to ``poll_ms`` when none is visible.
-        ``attempt_id`` (a FIFO client's retry of the same pop) is accepted and not used: a
-        repeated orderly pop finds its queue blocked and waits, as RocketMQ's does without it."""
-        del attempt_id
+        ``attempt_id``: an orderly pop repeated with the attempt id of the batch in flight (a
+        client that never got the reply) gets that batch again instead of a blocked queue, and
+        the repeat does not count as a delivery (RocketMQ's ``ConsumerOrderInfoManager``)."""
         queues = self._topic_check(topic)
         sgc = self._group(group)
         if queue_id != -1 and not 0 <= queue_id < queues:
@@ -224,7 +247,7 @@ class PopService:
         topics = (topic, pop_retry_topic(topic, group))
         while True:
             result = await self._pop_once(group, topic, queue_id, max_nums, invisible_ms, sub,
-                                          fifo, init_mode, sgc)
+                                          fifo, init_mode, sgc, attempt_id)
             if result.messages or poll_ms <= 0:
                 return result
             waiter = self.polling.register(topics)
@@ -233,7 +256,7 @@ class PopService:
                                  result.revive_qid, result.rest_num)
             try:
                 result = await self._pop_once(group, topic, queue_id, max_nums, invisible_ms, sub,
-                                              fifo, init_mode, sgc)
+                                              fifo, init_mode, sgc, attempt_id)
                 if result.messages:
                     return result
                 remaining = deadline - loop.time()
@@ -254,15 +277,17 @@ class PopService:
 
     async def _pop_once(self, group: str, topic: str, queue_id: int, max_nums: int,
                         invisible_ms: int, sub: SubscriptionData, fifo: bool, init_mode: int,
-                        sgc: SubscriptionGroupConfig) -> PopResult:
+                        sgc: SubscriptionGroupConfig, attempt_id: str | None) -> PopResult:
         now = self.clock()
         p = _Pop(group, topic, max_nums, invisible_ms, sub, fifo, init_mode, now,
-                 ORDER_REVIVE_QUEUE if fifo else self._next_revive_qid(), sgc, [], [], [])
+                 ORDER_REVIVE_QUEUE if fifo else self._next_revive_qid(), sgc, [], [], [],
+                 attempt_id=attempt_id)
         retry = pop_retry_topic(topic, group)
         has_retry = self.broker.topics.get(retry) is not None
         queues = self.broker.topics.get(topic)
         n = queues.readQueueNums if queues else 0
-        normal = [queue_id] if queue_id != -1 else [(self._counter + i) % n for i in range(n)]
+        self._rotation += 1
+        normal = [queue_id] if queue_id != -1 else [(self._rotation + i) % n for i in range(n)]
         retry_first = (has_retry and not fifo and queue_id == -1
                        and random.randrange(100) < self.config.pop_from_retry_probability)
         if retry_first:
@@ -297,7 +322,7 @@ class PopService:
 
     def _pop_queue(self, p: _Pop, topic: str, q: int, retry: bool) -> None:
         key: OrderKey = (p.group, topic, q)
-        if p.fifo and self.fifo.blocked(key, p.pop_time):
+        if p.fifo and self.fifo.blocked(key, p.pop_time, p.attempt_id):
             return
         offsets = self.broker.offsets
         start = self._offset(p.group, topic, q, p.init_mode, retry)
@@ -344,7 +369,8 @@ class PopService:
         retry_flag = RETRY_V1 if retry else RETRY_NONE
         p.starts.append((retry, q, start))
         if p.fifo:
-            self.fifo.begin(key, p.pop_time, until, [r.queue_offset for r in taken], nxt, done)
+            self.fifo.begin(key, p.pop_time, until, [r.queue_offset for r in taken], nxt, done,
+                            p.attempt_id)
             self._fifo_wake_at(key, topic, until)
         else:
             ck = PopCheckPoint(start_offset=start, pop_time=p.pop_time,
@@ -378,7 +404,6 @@ class PopService:
 
         def fire() -> None:
             self._fifo_timers.pop(key, None)
-            self.polling.notify(key[1])
             self.polling.notify(topic)
 
         self._fifo_timers[key] = loop.call_later(delay, fire)

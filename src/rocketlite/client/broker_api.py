@@ -154,15 +154,17 @@ class BrokerApi:
     async def pop(self, group: str, topic: str, broker_name: str, *, max_nums: int,
                   invisible_ms: int, poll_ms: int, expression: str = "*",
                   expression_type: str = "TAG", order: bool = False, init_mode: int = 0,
-                  queue_id: int = -1) -> PopReply:
+                  queue_id: int = -1, attempt_id: str | None = None) -> PopReply:
         """POP_MESSAGE to ``broker_name`` (queue -1: any of its queues), held up to ``poll_ms``
         when nothing is visible. Found nothing (POLLING_TIMEOUT, PULL_NOT_FOUND): no messages;
-        any other refusal (POLLING_FULL included) raises ``MQBrokerError``."""
+        any other refusal (POLLING_FULL included) raises ``MQBrokerError``. ``attempt_id``: an
+        orderly pop repeated with the id of one whose answer was lost gets that batch again."""
         addr = await self.instance.require_broker_addr(broker_name, topic)
         header = PopMessageRequestHeader(
             consumerGroup=group, topic=topic, queueId=queue_id, maxMsgNums=max_nums,
             invisibleTime=invisible_ms, pollTime=poll_ms, bornTime=int(time.time() * 1000),
-            initMode=init_mode, expType=expression_type, exp=expression, order=order)
+            initMode=init_mode, expType=expression_type, exp=expression, order=order,
+            attemptId=attempt_id)
         timeout = self.instance.config.request_timeout + poll_ms / 1000
         reply = await self.instance.invoke(
             addr, RemotingCommand.request(RequestCode.POP_MESSAGE, _ext(header)), timeout)

@@ -22,7 +22,10 @@ SUBSCRIPTION_GROUP_NOT_EXIST, an unknown topic TOPIC_NOT_EXIST; a topic without 
 FIFO: the Remoting POP request carries ``order`` itself (the broker cannot be asked for a group's
 ``consumeMessageOrderly`` over Remoting here), so pops are orderly when the consumer is made with
 ``fifo=True``: one batch per queue in flight for the group, the next only after all of it is
-acked. Heartbeats register the group with consumeType CONSUME_POP (as RocketMQ's broker records a
+acked. Each orderly receive carries an attempt id, reused by the next receive of that topic and
+broker when this one failed (its answer may be lost: the broker hands the same batch out again
+instead of keeping the queue blocked until the invisible time is over), as rocketmq-clients'
+FIFO consumers do. Heartbeats register the group with consumeType CONSUME_POP (as RocketMQ's broker records a
 pop consumer), so the broker lists the member.
 """
 
@@ -31,6 +34,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import logging
+import uuid
 
 from rocketlite.client.broker_api import BrokerApi, PopReply
 from rocketlite.client.errors import MQBrokerError, MQClientError
@@ -141,6 +145,7 @@ class SimpleConsumer:
         self.api: BrokerApi | None = None
         self._brokers: dict[str, list[str]] = {}  # topic -> readable brokers, by name
         self._turn = itertools.count()
+        self._attempts: dict[tuple[str, str], str] = {}  # fifo: (topic, broker) -> attempt id
         self._started = False
 
     # -- subscriptions --------------------------------------------------------------------------
@@ -248,12 +253,17 @@ class SimpleConsumer:
             raise MQClientError("invisible_duration must be positive")
         topic, broker = await self._next_broker()
         sub = self.subscriptions.get(topic)
+        attempt = None
+        if self.fifo:  # a failed receive's id is used again (see the module's docstring)
+            attempt = self._attempts.setdefault((topic, broker), uuid.uuid4().hex)
         reply = await api.pop(self.group, topic, broker, max_nums=max_messages,
                               invisible_ms=invisible_ms, poll_ms=self.await_ms,
                               expression=(sub.subString if sub is not None else None) or "*",
                               expression_type=sub.expressionType if sub is not None else "TAG",
-                              order=self.fifo, init_mode=self.init_mode)
-        return self._messages(topic, broker, reply)
+                              order=self.fifo, init_mode=self.init_mode, attempt_id=attempt)
+        msgs = self._messages(topic, broker, reply)
+        self._attempts.pop((topic, broker), None)
+        return msgs
 
     def _messages(self, topic: str, broker: str, reply: PopReply) -> list[PopMessage]:
         """``processPopResponse``: each record's handle from the reply's offset infos, the

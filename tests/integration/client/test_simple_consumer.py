@@ -207,6 +207,32 @@ async def test_fifo_pops_one_batch_in_flight(pc: Cluster) -> None:
             await sc.ack(m)
 
 
+async def test_fifo_receive_whose_answer_was_lost_gets_the_batch_again(pc: Cluster) -> None:
+    mq = MessageQueue("ST11", "broker-a", 1)
+    await produce(pc, "ST11", [b"f0", b"f1"], queue=mq)
+    async with simple(pc, "SG11", {"ST11": "*"}, fifo=True) as sc:
+        assert sc.api is not None
+        real_pop = sc.api.pop
+        ids: list[str | None] = []
+
+        async def lost(*args: object, **kw: object) -> object:
+            ids.append(kw.get("attempt_id"))  # type: ignore[arg-type]
+            await real_pop(*args, **kw)  # type: ignore[arg-type]
+            raise MQClientError("the answer was lost")
+
+        sc.api.pop = lost  # type: ignore[method-assign]
+        with pytest.raises(MQClientError, match="lost"):
+            await sc.receive(2, 30)
+        sc.api.pop = real_pop  # type: ignore[method-assign]
+        got = await sc.receive(2, 30)  # the same attempt id: the batch, not a blocked queue
+        assert [m.body for m in got] == [b"f0", b"f1"]
+        assert [m.delivery_attempt for m in got] == [1, 1]
+        assert ids[0] is not None and sc._attempts == {}
+        await sc.change_invisible_duration(got[0], 60)  # an orderly handle changes too
+        await sc.ack_many(list(got))
+        assert await sc.receive(2, 30) == []
+
+
 async def test_errors_carry_the_broker_s_reason(pc: Cluster) -> None:
     await produce(pc, "ST8", [b"e"])
     async with simple(pc, "SG8", {"ST8": "*"}) as sc:

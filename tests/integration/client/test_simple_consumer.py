@@ -18,6 +18,7 @@ from rocketlite.client.broker_api import BrokerApi
 from rocketlite.client.instance import ClientConfig
 from rocketlite.client.message import Message, MessageExt
 from rocketlite.client.producer import Producer, SendResult
+from rocketlite.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketlite.client.simple_consumer import PopMessage, SimpleConsumer
 from rocketlite.client.sync import SyncSimpleConsumer
 from rocketlite.namesrv.server import NameServer
@@ -231,6 +232,31 @@ async def test_fifo_receive_whose_answer_was_lost_gets_the_batch_again(pc: Clust
         await sc.change_invisible_duration(got[0], 60)  # an orderly handle changes too
         await sc.ack_many(list(got))
         assert await sc.receive(2, 30) == []
+
+
+async def test_a_4x_push_group_and_a_pop_group_on_one_topic_each_get_everything(
+        pc: Cluster) -> None:
+    bodies = [b"mix%d" % i for i in range(12)]
+    await produce(pc, "ST12", bodies)
+    pushed: list[bytes] = []
+
+    def handle(msgs: list[MessageExt]) -> ConsumeStatus:
+        pushed.extend(m.body for m in msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    push = PushConsumer("PushG12", config=ClientConfig(namesrv_addr=pc.ns_addr,
+                                                       rebalance_interval=0.5),
+                        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    push.subscribe("ST12", "*")
+    push.register_listener(handle)
+    async with push, simple(pc, "PopG12", {"ST12": "*"}) as sc:
+        popped = await receive_n(sc, len(bodies), invisible=30)
+        await sc.ack_many(list(popped))
+        deadline = time.monotonic() + 10
+        while len(pushed) < len(bodies) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+    assert sorted(m.body for m in popped) == sorted(bodies)
+    assert sorted(pushed) == sorted(bodies)
 
 
 async def test_errors_carry_the_broker_s_reason(pc: Cluster) -> None:

@@ -42,14 +42,15 @@ from typing import TYPE_CHECKING
 
 from rocketlite.broker import config_file
 from rocketlite.broker.config import PERM_READ, PERM_WRITE
+from rocketlite.broker.pop import acks
 from rocketlite.broker.pop import messages as pm
+from rocketlite.broker.pop.acks import MAX_INVISIBLE_MS
 from rocketlite.broker.pop.errors import (
     BadPopRequest,
     GroupNotFound,
-    InvalidReceiptHandle,
     NoPermission,
+    PollingFull,
     PopError,
-    ReceiptHandleExpired,
     TopicNotFound,
 )
 from rocketlite.broker.pop.fifo import FifoState, OrderKey
@@ -59,7 +60,6 @@ from rocketlite.broker.pop.records import (
     ORDER_REVIVE_QUEUE,
     RETRY_NONE,
     RETRY_V1,
-    AckMsg,
     PopCheckPoint,
     ReceiptHandle,
     pop_retry_topic,
@@ -82,7 +82,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 INIT_LAST, INIT_MIN = 0, 1  # ConsumeInitMode
-MAX_INVISIBLE_MS = 12 * 3600 * 1000
 MAX_POLL_MS = 60_000
 ORDER_INFO_FILE = "popOrderInfo.json"
 _MOVED = (GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_OVERFLOW_BADLY)
@@ -250,10 +249,15 @@ class PopService:
                                           fifo, init_mode, sgc, attempt_id)
             if result.messages or poll_ms <= 0:
                 return result
-            waiter = self.polling.register(topics)
-            if waiter is None:
+            try:
+                waiter = self.polling.register(topics)
+            except PollingFull as e:
+                log.debug("pop of %s by %s not held: %s", topic, group, e)
                 return PopResult(PopStatus.POLLING_FULL, [], result.pop_time, invisible_ms,
                                  result.revive_qid, result.rest_num)
+            if waiter is None:  # stopping
+                return PopResult(PopStatus.POLLING_NOT_FOUND, [], result.pop_time,
+                                 invisible_ms, result.revive_qid, result.rest_num)
             try:
                 result = await self._pop_once(group, topic, queue_id, max_nums, invisible_ms, sub,
                                               fifo, init_mode, sgc, attempt_id)
@@ -271,7 +275,7 @@ class PopService:
             finally:
                 self.polling.unregister(waiter)
 
-    def _next_revive_qid(self) -> int:
+    def next_revive_qid(self) -> int:
         self._counter += 1
         return self._counter % self.config.revive_queue_num
 
@@ -280,7 +284,7 @@ class PopService:
                         sgc: SubscriptionGroupConfig, attempt_id: str | None) -> PopResult:
         now = self.clock()
         p = _Pop(group, topic, max_nums, invisible_ms, sub, fifo, init_mode, now,
-                 ORDER_REVIVE_QUEUE if fifo else self._next_revive_qid(), sgc, [], [], [],
+                 ORDER_REVIVE_QUEUE if fifo else self.next_revive_qid(), sgc, [], [], [],
                  attempt_id=attempt_id)
         retry = pop_retry_topic(topic, group)
         has_retry = self.broker.topics.get(retry) is not None
@@ -371,7 +375,7 @@ class PopService:
         if p.fifo:
             self.fifo.begin(key, p.pop_time, until, [r.queue_offset for r in taken], nxt, done,
                             p.attempt_id)
-            self._fifo_wake_at(key, topic, until)
+            self.fifo_wake_at(key, topic, until)
         else:
             ck = PopCheckPoint(start_offset=start, pop_time=p.pop_time,
                                invisible_time=p.invisible_ms, num=len(taken), queue_id=q,
@@ -394,7 +398,7 @@ class PopService:
         self.put_dead_letter(p.group, topic, rec)
         return True
 
-    def _fifo_wake_at(self, key: OrderKey, topic: str, until: int) -> None:
+    def fifo_wake_at(self, key: OrderKey, topic: str, until: int) -> None:
         """Wake pops waiting on ``topic`` when the batch becomes visible again."""
         loop = asyncio.get_running_loop()
         old = self._fifo_timers.pop(key, None)
@@ -408,6 +412,13 @@ class PopService:
 
         self._fifo_timers[key] = loop.call_later(delay, fire)
 
+    def fifo_batch_done(self, key: OrderKey) -> None:
+        """A FIFO batch was acked whole: pops waiting on its topic read on."""
+        timer = self._fifo_timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+        self.polling.notify(key[1])
+
     def put_dead_letter(self, group: str, topic_read: str, rec: MessageRecord) -> None:
         """Store ``rec`` in ``%DLQ%{group}`` (created readable, as send-back creates it)."""
         dlq = dlq_topic(group)
@@ -417,136 +428,28 @@ class PopService:
         log.info("message %s:%d@%d of group %s moved to %s", topic_read, rec.queue_id,
                  rec.queue_offset, group, dlq)
 
-    # -- ack, change -----------------------------------------------------------------------
-
-    def _handle(self, group: str, topic: str, receipt_handle: str, ack_offset: int | None
-                ) -> tuple[ReceiptHandle, int, str]:
-        """The parsed handle, the message's queue offset and the topic it was popped from, after
-        RocketMQ's checks (``AckMessageProcessor``): the topic exists, the queue is one of its
-        read queues, the offset lies in the queue."""
-        h = ReceiptHandle.parse(receipt_handle)
-        offset = ack_offset if ack_offset is not None else h.msg_queue_offset
-        if offset is None:
-            raise InvalidReceiptHandle("the receipt handle has no message offset and the ack "
-                                       "names none")
-        if h.broker_name != self.config.broker_name:
-            raise InvalidReceiptHandle(f"the receipt handle is of broker {h.broker_name!r}, "
-                                       f"this is {self.config.broker_name!r}")
-        if not h.is_order and h.revive_qid >= self.config.revive_queue_num:
-            raise InvalidReceiptHandle(f"the receipt handle's reviveQid {h.revive_qid} is not "
-                                       f"below reviveQueueNum {self.config.revive_queue_num}")
-        real = h.real_topic(topic, group)
-        tc = self.broker.topics.get(real)
-        if tc is None:
-            raise TopicNotFound(f"topic[{real}] not exist, apply first please!")
-        if h.queue_id >= tc.readQueueNums:
-            raise InvalidReceiptHandle(f"queueId[{h.queue_id}] is illegal, topic:[{real}] "
-                                       f"topicConfig.readQueueNums:[{tc.readQueueNums}]")
-        lo = self.store.min_offset_in_queue(real, h.queue_id)
-        hi = self.store.max_offset_in_queue(real, h.queue_id)
-        if not lo <= offset <= hi:
-            raise ReceiptHandleExpired(f"offset is illegal, key:{real}@{h.queue_id}, "
-                                       f"commit:{offset}, store:{lo}~{hi}")
-        return h, offset, real
+    # -- ack, change (``acks.py``) ---------------------------------------------------------
 
     def ack(self, group: str, topic: str, receipt_handle: str,
             ack_offset: int | None = None) -> None:
         """Ack one popped message. Raises ``ReceiptHandleExpired`` once its invisible time is
-        over (it is being revived)."""
-        self.ack_many(group, topic, [receipt_handle], [ack_offset], raise_first=True)
+        over (it is being revived) or its offset is no longer in the queue."""
+        acks.ack_many(self, group, topic, [receipt_handle], [ack_offset], raise_first=True)
 
     def ack_many(self, group: str, topic: str, receipt_handles: Iterable[str],
-                 ack_offsets: Iterable[int | None] | None = None, raise_first: bool = False
-                 ) -> list[PopError | None]:
+                 ack_offsets: Iterable[int | None] | None = None) -> list[PopError | None]:
         """Ack several messages with one store append (the acks of one CK as one ``bAck``
         record); per handle None or the error that refused it."""
-        handles = list(receipt_handles)
-        offs = list(ack_offsets) if ack_offsets is not None else [None] * len(handles)
-        now = self.clock()
-        results: list[PopError | None] = []
-        batches: dict[tuple[str, int, int, int, int], list[int]] = {}
-        for text, off in zip(handles, offs, strict=True):
-            try:
-                h, offset, real = self._handle(group, topic, text, off)
-                if h.is_order:
-                    self._fifo_ack(group, real, h, offset, now)
-                else:
-                    if now >= h.revive_time:
-                        raise ReceiptHandleExpired(
-                            f"the receipt handle's invisible time ended at {h.revive_time} "
-                            f"(now {now}): the message is being revived")
-                    batches.setdefault((real, h.queue_id, h.ck_queue_offset, h.pop_time,
-                                        h.revive_qid), []).append(offset)
-                results.append(None)
-            except PopError as e:
-                if raise_first:
-                    raise
-                results.append(e)
-        writes = []
-        for (real, q, so, pt, rq), acked in batches.items():
-            ack = AckMsg(acked[0], so, group, real, q, pt, self.config.broker_name,
-                         tuple(acked) if len(acked) > 1 else ())
-            writes.append(pm.ack_message(self.revive_topic, rq, ack, now))
-        if writes:
-            self.store.put_messages(writes)
-        return results
-
-    def _fifo_ack(self, group: str, real: str, h: ReceiptHandle, offset: int, now: int) -> None:
-        key = (group, real, h.queue_id)
-        nxt = self.fifo.ack(key, h.pop_time, offset, now)
-        if nxt is not None:
-            self.broker.offsets.commit(group, real, h.queue_id, nxt)
-            timer = self._fifo_timers.pop(key, None)
-            if timer is not None:
-                timer.cancel()
-            self.polling.notify(real)
+        return acks.ack_many(self, group, topic, receipt_handles, ack_offsets)
 
     def change_invisible(self, group: str, topic: str, receipt_handle: str,
                          invisible_ms: int) -> str:
         """Hide the message ``invisible_ms`` from now; returns its new handle. The old handle is
         acked (RocketMQ writes the new CK first, then the ack)."""
-        if not 0 < invisible_ms <= MAX_INVISIBLE_MS:
-            raise BadPopRequest(f"invisibleTime {invisible_ms} ms: must be within "
-                                f"1..{MAX_INVISIBLE_MS}")
-        h, offset, real = self._handle(group, topic, receipt_handle, None)
-        now = self.clock()
-        if h.is_order:
-            key = (group, real, h.queue_id)
-            self.fifo.change(key, h.pop_time, now + invisible_ms, now)
-            self._fifo_wake_at(key, real, now + invisible_ms)
-            return ReceiptHandle(h.ck_queue_offset, h.pop_time, now + invisible_ms - h.pop_time,
-                                 h.revive_qid, h.retry, h.broker_name, h.queue_id,
-                                 offset).encode()
-        if now >= h.revive_time:
-            raise ReceiptHandleExpired(f"the receipt handle's invisible time ended at "
-                                       f"{h.revive_time} (now {now}): cannot change it")
-        rq = self._next_revive_qid()
-        ck = PopCheckPoint(start_offset=offset, pop_time=now, invisible_time=invisible_ms, num=1,
-                           queue_id=h.queue_id, topic=real, cid=group,
-                           broker_name=self.config.broker_name)
-        ack = AckMsg(offset, h.ck_queue_offset, group, real, h.queue_id, h.pop_time,
-                     self.config.broker_name)
-        self.store.put_messages((pm.ck_message(self.revive_topic, rq, ck),
-                                 pm.ack_message(self.revive_topic, h.revive_qid, ack, now)))
-        return ReceiptHandle(offset, now, invisible_ms, rq, h.retry, h.broker_name, h.queue_id,
-                             offset).encode()
+        return acks.change_invisible(self, group, topic, receipt_handle, invisible_ms)
 
     async def forward_to_dlq(self, group: str, topic: str, receipt_handle: str,
                              max_delivery_attempts: int) -> None:
         """Move a popped message to ``%DLQ%{group}`` and ack it (the gRPC front's
         ForwardMessageToDeadLetterQueue, after ``max_delivery_attempts`` failed deliveries)."""
-        if max_delivery_attempts <= 0:
-            raise BadPopRequest(f"maxDeliveryAttempts {max_delivery_attempts}: must be positive")
-        if not self.config.broker_permission & PERM_WRITE:
-            raise NoPermission(f"the broker[{self.config.broker_name}] sending message is "
-                               "forbidden")
-        h, offset, real = self._handle(group, topic, receipt_handle, None)
-        now = self.clock()
-        if now >= h.revive_time and not h.is_order:
-            raise ReceiptHandleExpired(f"the receipt handle's invisible time ended at "
-                                       f"{h.revive_time} (now {now})")
-        rec = pm.read_one(self.store, real, h.queue_id, offset)
-        if rec is None:
-            raise ReceiptHandleExpired(f"no message at {real}:{h.queue_id}@{offset} any more")
-        self.ack(group, topic, receipt_handle)  # first: an expired FIFO handle raises here
-        self.put_dead_letter(group, real, rec)
+        await acks.forward_to_dlq(self, group, topic, receipt_handle, max_delivery_attempts)

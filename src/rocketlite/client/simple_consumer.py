@@ -53,8 +53,8 @@ from rocketlite.protocol.bodies import (
 from rocketlite.protocol.pop_info import (
     FIRST_POP_TIME,
     MAX_BATCH_ACKS,
+    MAX_BITSET_BYTES,
     POP_CK,
-    InvalidReceiptHandle,
     ReceiptHandle,
     batch_acks,
 )
@@ -66,6 +66,7 @@ MAX_RECEIVE = 32
 MAX_INVISIBLE = dt.timedelta(hours=12)
 MAX_AWAIT = dt.timedelta(seconds=60)
 INIT_LAST, INIT_MIN = 0, 1  # ConsumeInitMode
+MAX_BIT = 8 * MAX_BITSET_BYTES  # the furthest a batch-acked message may lie past its CK's start
 
 Duration = dt.timedelta | float | int
 
@@ -307,31 +308,44 @@ class SimpleConsumer:
         await api.ack(self.group, self._real_topic(msg), handle, route_topic=msg.topic)
 
     async def ack_many(self, msgs: list[MessageExt]) -> None:
-        """Ack ``msgs`` with one BATCH_ACK_MESSAGE per broker (of up to 1,024 checkpoints). If
-        the broker refuses some (expired handles), the others are still acked and
-        ``MQBrokerError`` names how many were refused and the first reason."""
+        """Ack ``msgs`` with one BATCH_ACK_MESSAGE per broker (of up to 1,024 checkpoints; a
+        message too far past its checkpoint's start for the bit set, after many filtered ones,
+        gets an ACK_MESSAGE of its own). Every broker is asked; if some acks are refused
+        (expired handles) or a broker cannot be reached, the others are still acked and the
+        first error is raised, saying how many requests failed."""
         api = self._api()
         by_broker: dict[tuple[str, str], list[ReceiptHandle]] = {}
+        singles: list[PopMessage] = []
         for m in msgs:
             handle = self._handle_of(m)
-            by_broker.setdefault((handle.broker_name, m.topic), []).append(handle)
-        errors: list[MQBrokerError] = []
+            assert isinstance(m, PopMessage)
+            if handle.msg_queue_offset is None:
+                raise MQClientError(f"the receipt handle {m.receipt_handle!r} has no message "
+                                    "offset")
+            if 0 <= handle.msg_queue_offset - handle.ck_queue_offset < MAX_BIT:
+                by_broker.setdefault((handle.broker_name, m.topic), []).append(handle)
+            else:
+                singles.append(m)
+        errors: list[MQBrokerError | MQClientError] = []
         for (broker, topic), handles in by_broker.items():
-            try:
-                acks = batch_acks(self.group, topic, handles)
-            except InvalidReceiptHandle as e:
-                raise MQClientError(str(e)) from e
+            acks = batch_acks(self.group, topic, handles)
             for i in range(0, len(acks), MAX_BATCH_ACKS):
                 try:
                     await api.batch_ack(broker, topic, acks[i:i + MAX_BATCH_ACKS])
-                except MQBrokerError as e:
+                except (MQBrokerError, MQClientError) as e:
                     errors.append(e)
+        for m in singles:
+            try:
+                await api.ack(self.group, self._real_topic(m), m.handle, route_topic=m.topic)
+            except (MQBrokerError, MQClientError) as e:
+                errors.append(e)
         if len(errors) == 1:
             raise errors[0]
         if errors:
-            first = errors[0]
-            raise MQBrokerError(first.code, f"{first.remark} (and {len(errors) - 1} more batch "
-                                "acks refused)", first.addr)
+            first, more = errors[0], f" (and {len(errors) - 1} more ack requests failed)"
+            if isinstance(first, MQBrokerError):
+                raise MQBrokerError(first.code, first.remark + more, first.addr) from first
+            raise MQClientError(str(first) + more) from first
 
     async def change_invisible_duration(self, msg: MessageExt, duration: Duration) -> None:
         """Hide ``msg`` for ``duration`` from now instead (more time to process it, or 0-ish to

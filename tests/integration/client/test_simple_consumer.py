@@ -279,6 +279,15 @@ async def test_errors_carry_the_broker_s_reason(pc: Cluster) -> None:
         with pytest.raises(MQBrokerError) as e:
             await sc.ack(bad)
         assert e.value.code == ResponseCode.INVALID_PARAMETER and "queueId[77]" in e.value.remark
+        far = PopMessage.of(bad, ReceiptHandle(0, h.pop_time, h.invisible_time, h.revive_qid,
+                                               0, "broker-a", 0, 10_000), "ST8", 0, h.pop_time)
+        with pytest.raises(MQBrokerError) as e:  # past the bit set: an ACK_MESSAGE of its own
+            await sc.ack_many([far])
+        assert e.value.code == ResponseCode.NO_MESSAGE and "offset is illegal" in e.value.remark
+        bad._set_handle(h)
+        with pytest.raises(MQBrokerError) as e:
+            await sc.ack_many([far, bad])  # bad's batch ack is sent, far's ack refused
+        assert e.value.code == ResponseCode.NO_MESSAGE and "offset is illegal" in e.value.remark
         plain = MessageExt("ST8", b"", {}, 0, 0, 0, 0, 0, 0, 0, "", "", 0, 0, 0, "", "")
         with pytest.raises(MQClientError, match="without a receipt handle"):
             await sc.ack(plain)

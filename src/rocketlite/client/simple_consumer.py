@@ -25,8 +25,10 @@ FIFO: the Remoting POP request carries ``order`` itself (the broker cannot be as
 acked. Each orderly receive carries an attempt id, reused by the next receive of that topic and
 broker when this one failed (its answer may be lost: the broker hands the same batch out again
 instead of keeping the queue blocked until the invisible time is over), as rocketmq-clients'
-FIFO consumers do. Heartbeats register the group with consumeType CONSUME_POP (as RocketMQ's broker records a
-pop consumer), so the broker lists the member.
+FIFO consumers do.
+
+Heartbeats register the group with consumeType CONSUME_POP (as RocketMQ's broker records a pop
+consumer), so the broker lists the member.
 """
 
 from __future__ import annotations
@@ -314,7 +316,7 @@ class SimpleConsumer:
         (expired handles) or a broker cannot be reached, the others are still acked and the
         first error is raised, saying how many requests failed."""
         api = self._api()
-        by_broker: dict[tuple[str, str], list[ReceiptHandle]] = {}
+        by_broker: dict[str, dict[str, list[ReceiptHandle]]] = {}
         singles: list[PopMessage] = []
         for m in msgs:
             handle = self._handle_of(m)
@@ -323,15 +325,15 @@ class SimpleConsumer:
                 raise MQClientError(f"the receipt handle {m.receipt_handle!r} has no message "
                                     "offset")
             if 0 <= handle.msg_queue_offset - handle.ck_queue_offset < MAX_BIT:
-                by_broker.setdefault((handle.broker_name, m.topic), []).append(handle)
+                by_broker.setdefault(handle.broker_name, {}).setdefault(m.topic, []).append(handle)
             else:
                 singles.append(m)
         errors: list[MQBrokerError | MQClientError] = []
-        for (broker, topic), handles in by_broker.items():
-            acks = batch_acks(self.group, topic, handles)
+        for broker, topics in by_broker.items():
+            acks = [a for topic, hs in topics.items() for a in batch_acks(self.group, topic, hs)]
             for i in range(0, len(acks), MAX_BATCH_ACKS):
                 try:
-                    await api.batch_ack(broker, topic, acks[i:i + MAX_BATCH_ACKS])
+                    await api.batch_ack(broker, next(iter(topics)), acks[i:i + MAX_BATCH_ACKS])
                 except (MQBrokerError, MQClientError) as e:
                     errors.append(e)
         for m in singles:

@@ -152,6 +152,17 @@ async def test_tag_filter(pc: Cluster) -> None:
         await sc.ack_many(list(got))
 
 
+async def test_two_topics_in_turn_and_one_batch_ack_for_both(pc: Cluster) -> None:
+    await produce(pc, "ST13a", [b"a0", b"a1"])
+    await produce(pc, "ST13b", [b"b0"])
+    async with simple(pc, "SG13", {"ST13a": "*", "ST13b": "*"}) as sc:
+        got = await receive_n(sc, 3, invisible=INVISIBLE)
+        assert sorted((m.topic, m.body) for m in got) == [("ST13a", b"a0"), ("ST13a", b"a1"),
+                                                           ("ST13b", b"b0")]
+        await sc.ack_many(list(got))
+        assert await quiet(sc, 1.0 + INVISIBLE) == []
+
+
 async def test_two_consumers_of_a_group_share_without_duplicates(pc: Cluster) -> None:
     bodies = [b"s%d" % i for i in range(60)]
     await produce(pc, "ST5", bodies)

@@ -26,6 +26,7 @@ from rocketlite.protocol.headers import (
     PopMessageRequestHeader,
     PopMessageResponseHeader,
 )
+from storehelp import wait_dispatched
 
 pytestmark = pytest.mark.integration
 
@@ -37,6 +38,12 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
     async with running(tmp_path / "store", {"reviveInterval": "60000"}) as e:
         e.broker.topics.update(TopicConfig(topicName="PT", readQueueNums=2, writeQueueNums=2))
         yield e
+
+
+async def sent(env: Env, topic: str, body: bytes, queue_id: int) -> None:
+    """Send one message and wait until it is readable (dispatch may be a round behind)."""
+    assert (await env.send(topic, body, queue_id=queue_id)).code == RC.SUCCESS
+    wait_dispatched(env.broker.store)
 
 
 async def pop(env: Env, queue_id: int = -1, n: int = 32, poll_ms: int = 0, exp: str = "*",
@@ -64,7 +71,7 @@ def handle_of(reply: RemotingCommand, topic: str, queue_id: int, offset: int) ->
 
 async def test_pop_ack_change_over_remoting(env: Env) -> None:
     for i in range(3):
-        assert (await env.send("PT", b"p%d" % i, queue_id=i % 2)).code == RC.SUCCESS
+        await sent(env, "PT", b"p%d" % i, i % 2)
     r = await pop(env)
     assert r.code == RC.SUCCESS, r.remark
     h = PopMessageResponseHeader.from_ext(r.ext_fields)
@@ -137,7 +144,7 @@ async def test_unknown_group_over_remoting(tmp_path: Path) -> None:
 
 async def test_orderly_pop_reports_order_counts(env: Env) -> None:
     for i in range(2):
-        await env.send("PT", b"o%d" % i, queue_id=0)
+        await sent(env, "PT", b"o%d" % i, 0)
     r = await pop(env, queue_id=0, order=True)
     assert r.code == RC.SUCCESS
     h = PopMessageResponseHeader.from_ext(r.ext_fields)
@@ -147,7 +154,7 @@ async def test_orderly_pop_reports_order_counts(env: Env) -> None:
 
 async def test_batch_ack(env: Env) -> None:
     for i in range(3):
-        await env.send("PT", b"b%d" % i, queue_id=0)
+        await sent(env, "PT", b"b%d" % i, 0)
     r = await pop(env, queue_id=0)
     h = PopMessageResponseHeader.from_ext(r.ext_fields)
     bits = base64.b64encode((0b101).to_bytes(1, "little")).decode()  # offsets 0 and 2
@@ -170,7 +177,7 @@ async def test_batch_ack(env: Env) -> None:
 
 async def test_ack_of_a_retry_message_names_the_retry_topic(env: Env) -> None:
     """The Java Remoting client acks with the real topic (``%RETRY%{group}_{topic}``)."""
-    await env.send("PT", b"r0", queue_id=0)
+    await sent(env, "PT", b"r0", 0)
     r = await pop(env, queue_id=0)
     h = PopMessageResponseHeader.from_ext(r.ext_fields)
     svc = env.broker.pop

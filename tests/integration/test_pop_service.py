@@ -29,6 +29,7 @@ from rocketlite.common.errors import DiskFullError
 from rocketlite.formats.properties import encode_properties
 from rocketlite.protocol.bodies import SubscriptionData, TopicConfig
 from rocketlite.store.message import MessageToStore
+from storehelp import wait_dispatched
 
 pytestmark = pytest.mark.integration
 
@@ -61,9 +62,12 @@ async def pe(tmp_path: Path) -> AsyncIterator[tuple[Env, PopService, Clock]]:
 
 
 def put(env: Env, n: int, queue_id: int = 0, tags: str = "TagA", topic: str = "T") -> None:
+    """Store ``n`` messages and wait until they are readable (the dispatcher may be a round
+    behind the append)."""
     env.broker.store.put_messages([
         MessageToStore(topic, b"m%d" % i, queue_id, properties=encode_properties({"TAGS": tags}))
         for i in range(n)])
+    wait_dispatched(env.broker.store)
 
 
 async def pop(svc: PopService, queue_id: int = 0, n: int = 32, poll_ms: int = 0,

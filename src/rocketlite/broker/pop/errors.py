@@ -34,3 +34,9 @@ class NoPermission(PopError):
 class BadPopRequest(PopError):
     """A parameter out of range (queue id, batch size, invisible time) or an unsupported filter
     type; the message says which."""
+
+
+class PollingFull(PopError):
+    """Too many pops are held already (``popPollingSize`` on the topic or ``maxPopPollingSize``
+    in all). ``PopService.pop`` answers it as ``PopStatus.POLLING_FULL`` (Remoting
+    POLLING_FULL), not as an exception."""

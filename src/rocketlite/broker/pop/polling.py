@@ -15,6 +15,8 @@ import asyncio
 import threading
 from dataclasses import dataclass, field
 
+from rocketlite.broker.pop.errors import PollingFull
+
 
 @dataclass(slots=True, eq=False)
 class Waiter:
@@ -64,10 +66,16 @@ class PopPolling:
             w.event.set()
 
     def register(self, topics: tuple[str, ...]) -> Waiter | None:
-        """A waiter on ``topics``; None when the limits are reached or the broker is stopping."""
-        if self._closing or self.count >= self.total or any(
-                len(self.waiting.get(t, ())) >= self.per_topic for t in topics):
+        """A waiter on ``topics``; None when the broker is stopping. Raises ``PollingFull`` when
+        a limit is reached."""
+        if self._closing:
             return None
+        if self.count >= self.total:
+            raise PollingFull(f"{self.count} pops are held already (maxPopPollingSize)")
+        for t in topics:
+            if len(self.waiting.get(t, ())) >= self.per_topic:
+                raise PollingFull(f"{self.per_topic} pops are held on {t} already "
+                                  "(popPollingSize)")
         w = Waiter(topics)
         for t in topics:
             self.waiting.setdefault(t, []).append(w)

@@ -26,6 +26,7 @@ from rocketlite.broker.pop.errors import (
     GroupNotFound,
     InvalidReceiptHandle,
     NoPermission,
+    PollingFull,
     PopError,
     ReceiptHandleExpired,
     TopicNotFound,
@@ -64,6 +65,7 @@ _ERROR_CODES: dict[type[PopError], int] = {
     BadPopRequest: _RC.SYSTEM_ERROR,  # as Java answers maxMsgNums > 32 or a bad queueId
     InvalidReceiptHandle: _RC.INVALID_PARAMETER,
     ReceiptHandleExpired: _RC.NO_MESSAGE,
+    PollingFull: _RC.POLLING_FULL,
 }
 _STATUS_CODES = {
     PopStatus.FOUND: _RC.SUCCESS,

@@ -93,7 +93,11 @@ class ReviveService:
         end = dispatcher.limit()
         for _ in range(DISPATCH_WAITS):
             if dispatcher.dispatch_from >= end:
-                return self.scan_all(now)
+                done = 0
+                for qid in range(len(self.pending)):
+                    done += self.scan(qid, now)
+                    await asyncio.sleep(0)  # the loop serves requests between queues
+                return done
             await asyncio.sleep(DISPATCH_WAIT_S)
         log.warning("revive round skipped: the dispatcher is behind the CommitLog")
         return 0

@@ -49,6 +49,7 @@ from rocketlite.broker.pop.errors import (
     BadPopRequest,
     GroupNotFound,
     NoPermission,
+    PollingFull,
     PopError,
     TopicNotFound,
 )
@@ -248,10 +249,15 @@ class PopService:
                                           fifo, init_mode, sgc, attempt_id)
             if result.messages or poll_ms <= 0:
                 return result
-            waiter = self.polling.register(topics)
-            if waiter is None:
+            try:
+                waiter = self.polling.register(topics)
+            except PollingFull as e:
+                log.debug("pop of %s by %s not held: %s", topic, group, e)
                 return PopResult(PopStatus.POLLING_FULL, [], result.pop_time, invisible_ms,
                                  result.revive_qid, result.rest_num)
+            if waiter is None:  # stopping
+                return PopResult(PopStatus.POLLING_NOT_FOUND, [], result.pop_time,
+                                 invisible_ms, result.revive_qid, result.rest_num)
             try:
                 result = await self._pop_once(group, topic, queue_id, max_nums, invisible_ms, sub,
                                               fifo, init_mode, sgc, attempt_id)

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from rocketlite.broker.pop.errors import ReceiptHandleExpired
+from rocketlite.broker.pop.errors import PollingFull, ReceiptHandleExpired
 from rocketlite.broker.pop.fifo import FifoState
 from rocketlite.broker.pop.polling import PopPolling
 
@@ -48,9 +48,12 @@ async def test_polling_limits_and_wakeups() -> None:
     a = p.register(("T", "%RETRY%G_T"))
     b = p.register(("T",))
     assert a is not None and b is not None
-    assert p.register(("T",)) is None  # per topic
+    with pytest.raises(PollingFull, match="popPollingSize"):
+        p.register(("T",))
     c = p.register(("U",))
-    assert c is not None and p.register(("V",)) is None  # in all
+    assert c is not None
+    with pytest.raises(PollingFull, match="maxPopPollingSize"):
+        p.register(("V",))
     # a dispatch on another thread wakes the pops on that topic only
     threading.Thread(target=p.on_dispatched, args=("%RETRY%G_T", 0, 1)).start()
     await asyncio.wait_for(a.event.wait(), 2)

@@ -19,6 +19,7 @@ from rocketlite.broker.pop.errors import (
     BadPopRequest,
     GroupNotFound,
     InvalidReceiptHandle,
+    NoPermission,
     ReceiptHandleExpired,
     TopicNotFound,
 )
@@ -393,3 +394,18 @@ async def test_unreadable_fifo_state_starts_empty(tmp_path: Path) -> None:
     async with pop_env(root) as (env, svc, _):
         put(env, 1)
         assert len((await pop(svc, n=1, fifo=True)).messages) == 1
+
+
+async def test_forbidden_pops(tmp_path: Path) -> None:
+    async with pop_env(tmp_path / "s") as (env, svc, _):
+        env.broker.subscriptions.update(SubscriptionGroupConfig(groupName="Off",
+                                                                consumeEnable=False))
+        with pytest.raises(NoPermission, match="may not consume"):
+            await pop(svc, group="Off")
+        env.broker.topics.update(TopicConfig(topicName="W", readQueueNums=1, writeQueueNums=1,
+                                             perm=2))
+        with pytest.raises(NoPermission, match="forbidden"):
+            await svc.pop("G", "W", 0, 1, INV, 0, ALL)
+    async with pop_env(tmp_path / "r", brokerPermission="2") as (_, svc, _c):
+        with pytest.raises(NoPermission, match="pop is forbidden"):
+            await pop(svc)

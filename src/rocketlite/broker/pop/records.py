@@ -38,6 +38,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +55,8 @@ RETRY_TOPIC_PREFIX = "%RETRY%"
 FIRST_POP_TIME = "1ST_POP_TIME"  # MessageConst.PROPERTY_FIRST_POP_TIME
 KEY_SEP = "@"
 MAX_HANDLE_LENGTH = 512
+_HANDLE = re.compile(r"(\d{1,18}) (\d{1,18}) (\d{1,18}) (\d{1,9}) ([012]) ([^ ]{1,200}) (\d{1,9})"
+                     r"(?: (\d{1,18}))?", re.ASCII)
 MAX_RECORD_BYTES = 16 * 1024
 MAX_CK_NUM = 32
 RETRY_NONE, RETRY_V1, RETRY_V2 = 0, 1, 2
@@ -285,6 +288,17 @@ class ReceiptHandle:
 
     @classmethod
     def parse(cls, text: str) -> ReceiptHandle:
+        m = _HANDLE.fullmatch(text)
+        if m is not None:  # the usual handle: one regex, then the reasons below are not needed
+            ck, pt, it, rq, retry, bn, qid, mo = m.groups()
+            return cls(int(ck), int(pt), int(it), int(rq), int(retry), bn, int(qid),
+                       None if mo is None else int(mo))
+        return cls._parse_slowly(text)
+
+    @classmethod
+    def _parse_slowly(cls, text: str) -> ReceiptHandle:
+        """``parse`` of a handle the fast pattern refused: the reason, or the handle (a field
+        the pattern does not allow for, e.g. an 11-digit queue id, is checked here)."""
         if not text:
             raise InvalidReceiptHandle("the receipt handle is empty")
         if len(text) > MAX_HANDLE_LENGTH:

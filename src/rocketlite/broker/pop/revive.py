@@ -148,7 +148,8 @@ class ReviveService:
                 break
             del pending[key]
         commit = min((ck.revive_offset for ck in pending.values()), default=off)
-        offsets.commit(REVIVE_GROUP, topic, qid, commit)
+        if commit != offsets.query(REVIVE_GROUP, topic, qid):  # an idle round writes nothing
+            offsets.commit(REVIVE_GROUP, topic, qid, commit)
         return done
 
     def _take(self, pending: dict[CkKey, PopCheckPoint], rec: MessageRecord) -> None:

@@ -7,6 +7,8 @@ import base64
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rocketlite.broker.pop.errors import InvalidReceiptHandle
 from rocketlite.broker.pop.records import (
@@ -136,3 +138,13 @@ def test_batch_ack_body() -> None:
 def test_bad_batch_ack_bodies(body: bytes, why: str) -> None:
     with pytest.raises(RecordError, match=why):
         parse_batch_ack_body(body)
+
+
+@given(st.integers(0, 2**62), st.integers(0, 2**62), st.integers(0, 2**40), st.integers(0, 999),
+       st.sampled_from([0, 1, 2]), st.from_regex(r"[A-Za-z0-9_-]{1,30}", fullmatch=True),
+       st.integers(0, 2**31 - 1), st.one_of(st.none(), st.integers(0, 2**62)))
+def test_fast_and_slow_handle_parsing_agree(ck: int, pt: int, it: int, rq: int, retry: int,
+                                            bn: str, q: int, mo: int | None) -> None:
+    h = ReceiptHandle(ck, pt, it, rq, retry, bn, q, mo)
+    text = h.encode()
+    assert ReceiptHandle.parse(text) == ReceiptHandle._parse_slowly(text) == h

@@ -20,9 +20,9 @@ deadline too short for the shortest poll    ILLEGAL_POLLING_TIME (BAD_REQUEST be
 batch size outside 1..32                    BAD_REQUEST
 ==========================================  ====================================================
 
-``ConsumeLimits`` holds the numbers (ProxyConfig's names and defaults); ``LIMITS`` is the one the
-front uses: the defaults until whoever starts the front sets ``consume_checks.LIMITS =
-ConsumeLimits.from_properties(broker_conf)`` (tests replace it to poll in milliseconds).
+``ConsumeLimits`` holds the numbers (ProxyConfig's names and defaults); the front's are
+``FrontContext.limits`` (``ConsumeLimits.from_properties(broker_conf)`` when the CLI starts it;
+tests give theirs to poll in milliseconds).
 """
 
 from __future__ import annotations
@@ -125,7 +125,6 @@ class ConsumeLimits:
         return cls(**kwargs_from_properties(cls, props))
 
 
-LIMITS = ConsumeLimits()
 
 GROUP_MAX_LENGTH = 255
 SYS_GROUP_PREFIX = "CID_RMQ_SYS_"

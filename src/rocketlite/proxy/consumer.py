@@ -32,7 +32,6 @@ from rocketlite.broker.pop.service import PoppedMessage, PopService, PopStatus
 from rocketlite.broker.subscriptions import SubscriptionGroupConfig
 from rocketlite.protocol.bodies import SubscriptionData
 from rocketlite.proxy import consume_checks as checks
-from rocketlite.proxy import renew
 from rocketlite.proxy.consume_checks import FrontError
 from rocketlite.proxy.consumer_errors import pop_status
 from rocketlite.proxy.context import (
@@ -91,7 +90,7 @@ async def _sort_out(pops: PopService, group: str, topic: str, sub: SubscriptionD
 async def receive_message(
     ctx: FrontContext, request: spb.ReceiveMessageRequest, context: ServicerContext,
 ) -> AsyncIterator[spb.ReceiveMessageResponse]:
-    limits = checks.LIMITS
+    limits = ctx.limits
     group, topic = request.group.name, request.message_queue.topic.name
     try:
         requested = request.long_polling_timeout.ToMilliseconds() \
@@ -100,9 +99,9 @@ async def receive_message(
                                     limits, metadata(context, CLIENT_VERSION))
         checks.find_topic(ctx.broker, topic)
         sgc = checks.find_group(ctx.broker, group)
-        auto_renew = request.auto_renew and renew.CONFIG.enable
+        auto_renew = request.auto_renew and ctx.renew.enable
         if auto_renew or not request.HasField("invisible_duration"):
-            invisible_ms = renew.CONFIG.default_invisible_ms
+            invisible_ms = ctx.renew.default_invisible_ms
         else:
             invisible_ms = checks.check_invisible(request.invisible_duration.ToMilliseconds(),
                                                   limits)
@@ -117,7 +116,7 @@ async def receive_message(
             if result.messages else []
         messages = popped_fields(found, result.invisible_time,
                                  request.message_queue.topic.resource_namespace)
-        renewer = renew.renewer(pops, ctx.sessions) if auto_renew and messages else None
+        renewer = ctx.renewer if auto_renew and messages else None
         client = client_id(context) or ""
         if renewer is not None:
             for p, f in zip(found, messages, strict=True):
@@ -162,7 +161,7 @@ def _current_handles(ctx: FrontContext, context: ServicerContext, group: str,
                      entries: list[tuple[str, str]]) -> list[str]:
     """The handles to use for the client's (message id, handle) pairs: a renewed message's
     current one, no longer renewed (``renew``)."""
-    renewer = renew.renewer(ctx.broker.pop, ctx.sessions)
+    renewer = ctx.renewer
     if not len(renewer):
         return [h for _, h in entries]
     client = client_id(context) or ""
@@ -215,7 +214,7 @@ async def change_invisible_duration(
     group, topic = request.group.name, request.topic.name
     try:
         _names(ctx, group, topic)
-        ms = checks.check_invisible(request.invisible_duration.ToMilliseconds(), checks.LIMITS,
+        ms = checks.check_invisible(request.invisible_duration.ToMilliseconds(), ctx.limits,
                                     minimum=1)
         [current] = _current_handles(ctx, context, group,
                                      [(request.message_id, request.receipt_handle)])

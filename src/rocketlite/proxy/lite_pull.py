@@ -15,7 +15,7 @@ queue at another offset
 
 Nothing at the queue's end is held like the Remoting pull's long polling (the broker's
 ``PullRequestHoldService``: woken one dispatch round after a message arrives) for the request's
-long_polling_timeout within ``consume_checks.LIMITS`` and the client's deadline; records the
+long_polling_timeout within ``FrontContext.limits`` and the client's deadline; records the
 filter skips move the offset on and the poll goes on from past them.
 
 GetOffset answers OFFSET_NOT_FOUND when the group has no offset for the queue; UpdateOffset
@@ -130,7 +130,7 @@ class _Pull:
 async def pull_message(
     ctx: FrontContext, request: spb.PullMessageRequest, context: ServicerContext,
 ) -> AsyncIterator[spb.PullMessageResponse]:
-    limits = checks.LIMITS
+    limits = ctx.limits
     try:
         mq = request.message_queue
         topic, queue_id, group = mq.topic.name, mq.id, request.group.name

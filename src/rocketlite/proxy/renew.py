@@ -17,16 +17,15 @@ unless:
 - its handle is refused (expired meanwhile, or acked by another way): it is forgotten;
 - renewing failed otherwise ``maxRenewRetryTimes`` times in a row: it is forgotten.
 At most ``limit`` messages are held; past that a receive's messages are not renewed (they come
-back after the default invisible time, as without auto renew). ``CONFIG`` holds the settings:
-the defaults until whoever starts the front sets ``renew.CONFIG =
-RenewConfig.from_properties(broker_conf)``.
+back after the default invisible time, as without auto renew). The settings are the front's
+``FrontContext.renew`` (``RenewConfig.from_properties(broker_conf)`` when the CLI starts it), and
+its renewer ``FrontContext.renewer``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
@@ -77,7 +76,6 @@ class RenewConfig:
         return cls(**kwargs_from_properties(cls, props))
 
 
-CONFIG = RenewConfig()
 
 
 @dataclass(slots=True)
@@ -171,13 +169,3 @@ class HandleRenewer:
                                 exc_info=True)
         return renewed
 
-
-_RENEWERS: weakref.WeakKeyDictionary[Sessions, HandleRenewer] = weakref.WeakKeyDictionary()
-
-
-def renewer(pops: PopService, sessions: Sessions) -> HandleRenewer:
-    """The renewer of a front (one per front's sessions)."""
-    r = _RENEWERS.get(sessions)
-    if r is None or r.pops is not pops:
-        r = _RENEWERS[sessions] = HandleRenewer(pops, sessions, CONFIG)
-    return r

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import grpchelp
 import pytest
 from google.protobuf.duration_pb2 import Duration
 from grpchelp import GrpcEnv, client_metadata, grpc_world
@@ -17,7 +18,6 @@ from grpchelp import GrpcEnv, client_metadata, grpc_world
 from rocketlite.broker.broker import Broker
 from rocketlite.formats.properties import encode_properties
 from rocketlite.protocol.bodies import TopicConfig
-from rocketlite.proxy import consume_checks
 from rocketlite.proxy.consume_checks import ConsumeLimits
 from rocketlite.proxy.pb import definition_pb2 as dpb
 from rocketlite.proxy.pb import service_pb2 as spb
@@ -28,7 +28,7 @@ FAST = ConsumeLimits(min_invisible_ms=100, max_invisible_ms=3600_000, min_pollin
 
 
 def fast_limits(monkeypatch: pytest.MonkeyPatch) -> ConsumeLimits:
-    monkeypatch.setattr(consume_checks, "LIMITS", FAST)
+    monkeypatch.setitem(grpchelp.FRONT_OVERRIDES, "limits", FAST)
     return FAST
 
 

@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import grpchelp
 import pytest
 from consumehelp import (
     Clock,
@@ -33,7 +34,7 @@ RC = renew.RenewConfig(default_invisible_ms=1_000, ahead_ms=500, slice_ms=2_000,
 @pytest.fixture(autouse=True)
 def _fast(monkeypatch: pytest.MonkeyPatch) -> None:
     fast_limits(monkeypatch)
-    monkeypatch.setattr(renew, "CONFIG", RC)
+    monkeypatch.setitem(grpchelp.FRONT_OVERRIDES, "renew", RC)
 
 
 @pytest.fixture
@@ -53,7 +54,7 @@ def ack_request(m: dpb.Message) -> spb.AckMessageRequest:
 
 
 def renewer(g: GrpcEnv) -> renew.HandleRenewer:
-    return renew.renewer(g.broker.pop, g.front.ctx.sessions)
+    return g.front.ctx.renewer
 
 
 async def auto_receive(g: GrpcEnv) -> list[dpb.Message]:
@@ -116,7 +117,7 @@ async def test_a_message_held_past_the_renew_max_time_is_let_go(gp: tuple[GrpcEn
 async def test_the_renewal_timer_runs_by_itself(gp: tuple[GrpcEnv, Clock],
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     g, _ = gp
-    monkeypatch.setattr(renew, "CONFIG", renew.RenewConfig(
+    monkeypatch.setattr(g.front.ctx, "renew", renew.RenewConfig(
         default_invisible_ms=1_000, ahead_ms=950, slice_ms=2_000, period_ms=50))
     put(g.broker, "T", [b"p3"])
     [m] = await auto_receive(g)

@@ -5,6 +5,7 @@ SUBSCRIPTION_GROUP_NOT_EXIST; INVALID_PARAMETER for a malformed handle or header
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import time
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from brokerhelp import decode_records
-from integration.test_broker import Env, running
+from integration.test_broker import Env, eventually, running
 from rocketlite.broker.pop.records import ReceiptHandle
 from rocketlite.protocol.bodies import TopicConfig
 from rocketlite.protocol.codes import RequestCode, ResponseCode
@@ -194,3 +195,13 @@ async def test_ack_of_a_retry_message_names_the_retry_topic(env: Env) -> None:
     h2 = PopMessageResponseHeader.from_ext(again.ext_fields)
     svc.clock = lambda: h2.popTime + h2.invisibleTime + 2000  # type: ignore[method-assign]
     assert await svc.revive.round() == 0
+
+
+async def test_held_pop_answers_when_a_message_arrives(env: Env) -> None:
+    held = asyncio.ensure_future(pop(env, poll_ms=5000))
+    await eventually(lambda: env.broker.pop.polling.count > 0)
+    t0 = time.monotonic()
+    assert (await env.send("PT", b"late", queue_id=1)).code == RC.SUCCESS
+    r = await asyncio.wait_for(held, 5)
+    assert r.code == RC.SUCCESS and time.monotonic() - t0 < 1.0
+    assert [m.body for m in decode_records(r.body)] == [b"late"]

@@ -409,3 +409,23 @@ async def test_forbidden_pops(tmp_path: Path) -> None:
     async with pop_env(tmp_path / "r", brokerPermission="2") as (_, svc, _c):
         with pytest.raises(NoPermission, match="pop is forbidden"):
             await pop(svc)
+
+
+async def test_revive_skips_records_that_are_not_rocketmqs(pe: tuple[Env, PopService, Clock]
+                                                           ) -> None:
+    env, svc, clock = pe
+    store = env.broker.store
+    junk = [MessageToStore(svc.revive_topic, body, 0, properties=encode_properties({"TAGS": tag}))
+            for tag, body in (("ck", b"{not json"), ("ack", b'{"so": "x"}'), ("other", b"{}"))]
+    store.put_messages(junk)
+    put(env, 1)
+    r = await pop(svc)
+    assert r.messages
+    clock.offset += INV + 1
+    for _ in range(8):  # the pop's CK may be in any revive queue
+        if svc.revive.revived:
+            break
+        await svc.revive.round()
+    assert svc.revive.revived == 1
+    assert env.broker.offsets.query(REVIVE_GROUP, svc.revive_topic, 0) == 3 + (
+        1 if r.revive_qid == 0 else 0)

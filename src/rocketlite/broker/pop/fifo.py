@@ -12,7 +12,8 @@ delivery counts go on (a crash loses at most one interval of changes: a batch ac
 delivered again, at-least-once).
 
 Bounded: one batch (at most 32 messages) per key, at most ``MAX_KEYS`` keys with a batch in
-flight; a FIFO pop past that is refused.
+flight (a FIFO pop past that is refused); a batch visible again and not popped for ``KEEP_MS`` is
+dropped.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from rocketlite.broker.pop.errors import BadPopRequest, ReceiptHandleExpired
 log = logging.getLogger(__name__)
 
 MAX_KEYS = 100_000
+KEEP_MS = 24 * 3600 * 1000  # how long a visible-again batch nobody pops is remembered
 
 OrderKey = tuple[str, str, int]  # group, topic read, queue id
 
@@ -140,6 +142,17 @@ class FifoState:
         """Hide the batch popped at ``pop_time`` until ``until``."""
         self._batch(key, pop_time, now).invisible_until = until
         self.dirty = True
+
+    def expire(self, now: int, keep_ms: int = KEEP_MS) -> int:
+        """Drop batches visible again for ``keep_ms`` and not popped since (a group that
+        stopped consuming); their queues start again from the committed offset with fresh
+        delivery counts. Returns how many were dropped."""
+        old = [k for k, b in self.batches.items() if b.invisible_until + keep_ms < now]
+        for k in old:
+            del self.batches[k]
+        if old:
+            self.dirty = True
+        return len(old)
 
     def forget(self, key: OrderKey) -> None:
         if self.batches.pop(key, None) is not None:

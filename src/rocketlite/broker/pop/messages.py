@@ -3,9 +3,11 @@ for the retry topic, a dead letter for ``%DLQ%{group}`` (the topic and queue cou
 send-back's, ``broker/send_back.py``), and the reading of one popped message back.
 
 Revived and dead-lettered messages keep the record's body, flag, born time and host and
-properties, with (as RocketMQ's ``PopReviveService.reviveRetry`` and send-back set them)
-``RETRY_TOPIC`` = the original topic, ``ORIGIN_MESSAGE_ID`` = the first stored copy's id and
-``1ST_POP_TIME`` = the first pop's time, each only when not set already.
+properties. A revived one gets ``1ST_POP_TIME`` = the CK's pop time on its first revive (or when
+absent), as RocketMQ's ``PopReviveService.reviveRetry`` sets it; both also get, when not set
+already, ``RETRY_TOPIC`` = the original topic and ``ORIGIN_MESSAGE_ID`` = the first stored copy's
+id, as send-back sets them (RocketMQ's revive does not: its clients strip ``%RETRY%{group}_`` from
+the topic; with the property the original topic is in the message itself).
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ def retry_message(rec: MessageRecord, ck: PopCheckPoint) -> MessageToStore:
     topic = ck.topic if ck.topic.startswith(RETRY_TOPIC_PREFIX) else pop_retry_topic(ck.topic,
                                                                                      ck.cid)
     put = _origin_props(rec, ck.topic)
-    if get_property(rec.properties_text, FIRST_POP_TIME) is None:
+    if rec.reconsume_times == 0 or get_property(rec.properties_text, FIRST_POP_TIME) is None:
         put[FIRST_POP_TIME] = str(ck.pop_time)
     return MessageToStore(
         topic, rec.body, 0, rec.flag, set_properties(rec.properties_text, (), put),

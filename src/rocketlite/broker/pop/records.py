@@ -339,8 +339,9 @@ def order_count_info(entries: list[tuple[bool, int, int, int]]) -> str:
     return ";".join(f"{int(r)} qo{q}%{o} {c}" for r, q, o, c in entries)
 
 
-MAX_BATCH_ACKS = 1024
-MAX_BITSET_BYTES = 1024
+MAX_BATCH_ACKS = 1024  # entries of one BATCH_ACK_MESSAGE body
+MAX_BITSET_BYTES = 128  # an entry's offsets lie within 1024 of its CK's start
+MAX_BATCH_ACK_OFFSETS = 32 * MAX_BATCH_ACKS  # acked offsets of one body
 
 
 @dataclass(frozen=True, slots=True)
@@ -416,5 +417,9 @@ def parse_batch_ack_body(data: bytes) -> tuple[str, list[BatchAck]]:
             _get(a, "so", int, "batch ack"), _get(a, "q", int, "batch ack"),
             _get(a, "rq", int, "batch ack"), _get(a, "pt", int, "batch ack"),
             _get(a, "it", int, "batch ack"), _bitset(a.get("b", ""))))
+    total = sum(a.bits.bit_count() for a in out)
+    if total > MAX_BATCH_ACK_OFFSETS:
+        raise RecordError(f"batch ack body acks {total} offsets, more than "
+                          f"{MAX_BATCH_ACK_OFFSETS}")
     broker = obj.get("brokerName")
     return (broker if isinstance(broker, str) else ""), out

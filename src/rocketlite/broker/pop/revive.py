@@ -83,6 +83,7 @@ class ReviveService:
                 await self.round()
             except Exception:  # one bad round must not end reviving for good
                 log.exception("revive round failed")
+            self.pop.fifo.expire(self.pop.clock())
             self.pop.persist_order_info()
 
     async def round(self) -> int:

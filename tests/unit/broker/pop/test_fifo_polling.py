@@ -4,6 +4,7 @@ stale handles refused) and the pop long-polling registry (limits, wake-ups from 
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 
 import pytest
@@ -40,6 +41,19 @@ def test_fifo_redelivery_counts_and_stale_handles() -> None:
     f.change(KEY, 300, 1000, 350)
     assert f.blocked(KEY, 900)
     assert f.ack(KEY, 300, 6, 950) == 7
+
+
+def test_fifo_state_expires_abandoned_batches_and_round_trips() -> None:
+    f = FifoState()
+    f.begin(KEY, 100, 200, [5, 6], 7, {4}, "a1")
+    f.ack(KEY, 100, 5, 150)
+    g = FifoState()
+    g.load(json.loads(f.encode()), "test")
+    assert g.batches == f.batches and not f.dirty
+    g.load({"batches": [{"g": "G"}]}, "test")  # a bad entry is left out
+    assert len(g.batches) == 1
+    assert f.expire(200 + 1000, keep_ms=1000) == 0
+    assert f.expire(200 + 1001, keep_ms=1000) == 1 and f.batches == {} and f.dirty
 
 
 async def test_polling_limits_and_wakeups() -> None:

@@ -140,6 +140,17 @@ def test_bad_batch_ack_bodies(body: bytes, why: str) -> None:
         parse_batch_ack_body(body)
 
 
+def test_batch_ack_bodies_are_bounded() -> None:
+    entry = {"c": "G", "t": "T", "so": 1, "q": 0, "rq": 0, "pt": 1, "it": 1}
+    wide = base64.b64encode(b"\xff" * 129).decode()
+    with pytest.raises(RecordError, match="BitSet of 129 bytes"):
+        parse_batch_ack_body(json.dumps({"acks": [dict(entry, b=wide)]}).encode())
+    full = base64.b64encode(b"\xff" * 128).decode()  # 1024 offsets an entry
+    many = json.dumps({"acks": [dict(entry, b=full)] * 33}).encode()
+    with pytest.raises(RecordError, match="acks 33792 offsets"):
+        parse_batch_ack_body(many)
+
+
 @given(st.integers(0, 2**62), st.integers(0, 2**62), st.integers(0, 2**40), st.integers(0, 999),
        st.sampled_from([0, 1, 2]), st.from_regex(r"[A-Za-z0-9_-]{1,30}", fullmatch=True),
        st.integers(0, 2**31 - 1), st.one_of(st.none(), st.integers(0, 2**62)))

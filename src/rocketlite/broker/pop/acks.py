@@ -19,7 +19,9 @@ from rocketlite.broker.pop.errors import (
     ReceiptHandleExpired,
     TopicNotFound,
 )
-from rocketlite.broker.pop.records import AckMsg, PopCheckPoint, ReceiptHandle
+from rocketlite.broker.pop.records import AckMsg, PopCheckPoint
+from rocketlite.protocol import pop_info
+from rocketlite.protocol.pop_info import ReceiptHandle
 
 if TYPE_CHECKING:
     from rocketlite.broker.pop.service import PopService
@@ -27,12 +29,21 @@ if TYPE_CHECKING:
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
 
 
+def parse_handle(text: str) -> ReceiptHandle:
+    """``ReceiptHandle.parse`` with the broker's error: every handle a client sends is read
+    here, so a malformed one is an ``InvalidReceiptHandle`` (a ``PopError``) saying why."""
+    try:
+        return ReceiptHandle.parse(text)
+    except pop_info.InvalidReceiptHandle as e:
+        raise InvalidReceiptHandle(str(e)) from e
+
+
 def check_handle(svc: PopService, group: str, topic: str, receipt_handle: str,
                  ack_offset: int | None) -> tuple[ReceiptHandle, int, str]:
     """The parsed handle, the message's queue offset and the topic it was popped from, after
     RocketMQ's checks (``AckMessageProcessor``): the topic exists, the queue is one of its
     read queues, the offset lies in the queue."""
-    h = ReceiptHandle.parse(receipt_handle)
+    h = parse_handle(receipt_handle)
     offset = ack_offset if ack_offset is not None else h.msg_queue_offset
     if offset is None:
         raise InvalidReceiptHandle("the receipt handle has no message offset and the ack "

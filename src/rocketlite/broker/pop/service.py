@@ -55,16 +55,7 @@ from rocketlite.broker.pop.errors import (
 )
 from rocketlite.broker.pop.fifo import FifoState, OrderKey
 from rocketlite.broker.pop.polling import PopPolling
-from rocketlite.broker.pop.records import (
-    MAX_CK_NUM,
-    ORDER_REVIVE_QUEUE,
-    RETRY_NONE,
-    RETRY_V1,
-    PopCheckPoint,
-    ReceiptHandle,
-    pop_retry_topic,
-    revive_topic,
-)
+from rocketlite.broker.pop.records import MAX_CK_NUM, PopCheckPoint, revive_topic
 from rocketlite.broker.pop.revive import ReviveService
 from rocketlite.broker.send_back import DLQ_NUMS_PER_GROUP, dlq_topic
 from rocketlite.broker.timer_divert import get_property
@@ -72,6 +63,13 @@ from rocketlite.common.errors import ConfigError
 from rocketlite.formats.message_record import MessageRecord, decode_record
 from rocketlite.formats.properties import TAGS
 from rocketlite.protocol.bodies import SubscriptionData
+from rocketlite.protocol.pop_info import (
+    ORDER_REVIVE_QUEUE,
+    RETRY_NONE,
+    RETRY_V1,
+    ReceiptHandle,
+    pop_retry_topic,
+)
 from rocketlite.store.get_message import GetMessageStatus
 from rocketlite.store.message import MessageToStore
 

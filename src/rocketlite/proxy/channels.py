@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from rocketlite.client.message import RESERVED_PROPERTIES, SHARDING_KEY
 from rocketlite.common.errors import RocketliteError
 from rocketlite.formats.message_record import decode_record
 from rocketlite.protocol.codes import RequestCode
@@ -32,11 +31,6 @@ from rocketlite.proxy.pb import service_pb2 as spb
 log = logging.getLogger(__name__)
 
 MAX_PENDING = 1024
-# Not user properties: what the system owns (MessageConst.STRING_HASH_SET) and what the broker
-# or the Java proxy add.
-SYSTEM_KEYS = RESERVED_PROPERTIES | {SHARDING_KEY, "TRAN_PREPARED_QUEUE_OFFSET", "BORN_HOST",
-                                     "BORN_TIMESTAMP", "TRACE_CONTEXT"}
-
 Outbox = asyncio.Queue[spb.TelemetryCommand | None]
 
 

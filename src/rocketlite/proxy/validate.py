@@ -15,8 +15,9 @@ check                  code                             rule
 ``key``                ILLEGAL_MESSAGE_KEY              empty, or not blank, no control character
 ``message_group``      ILLEGAL_MESSAGE_GROUP            not blank, < ``MAX_MESSAGE_GROUP`` bytes,
                                                         no control character
-``property``           ILLEGAL_MESSAGE_PROPERTY_KEY     not a system name, no control character
-                                                        (key or value), no ``\\x01``/``\\x02``
+``property``           ILLEGAL_MESSAGE_PROPERTY_KEY     not a system name (``RESERVED_KEYS``), no
+                                                        control character (key or value), no
+                                                        ``\\x01``/``\\x02``
 =====================  ===============================  ===========================================
 
 A control character is Java's ``Character.isISOControl``: U+0000..U+001F and U+007F..U+009F.
@@ -36,7 +37,8 @@ from rocketlite.broker.topics import (
     is_system_topic,
     validate_topic,
 )
-from rocketlite.proxy.channels import SYSTEM_KEYS
+from rocketlite.client.message import RESERVED_PROPERTIES
+from rocketlite.proxy.convert_out import SYSTEM_PROPERTIES
 from rocketlite.proxy.pb import definition_pb2 as pb
 from rocketlite.proxy.status import Code, FrontError
 
@@ -45,6 +47,9 @@ SYS_GROUP_PREFIX = "CID_RMQ_SYS_"  # MixAll.CID_RMQ_SYS_PREFIX
 MAX_MESSAGE_GROUP = 64  # ProxyConfig.maxMessageGroupSize (bytes)
 # TopicValidator.SYSTEM_TOPIC_SET (the broker-only topics, TBW102, OFFSET_MOVED_EVENT)
 SYSTEM_TOPICS = NOT_ALLOWED_SEND_TOPICS | {AUTO_CREATE_TOPIC, OFFSET_MOVED_EVENT}
+# Not a user property's name: Java's MessageConst.STRING_HASH_SET and the two v2 system fields
+# (what a receive does not hand back as user properties), and what the Remoting client reserves.
+RESERVED_KEYS = SYSTEM_PROPERTIES | RESERVED_PROPERTIES
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _GROUP_CHARS = re.compile(r"[%|a-zA-Z0-9_-]+", re.ASCII)
 
@@ -120,7 +125,7 @@ def message_group(value: str) -> None:
 def prop(k: str, v: str) -> None:
     if not k:
         raise FrontError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, "a user property has an empty key")
-    if k in SYSTEM_KEYS:
+    if k in RESERVED_KEYS:
         raise FrontError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY,
                          f"the property key {k!r} is used by the system")
     if has_control(k) or has_control(v):

@@ -1,5 +1,6 @@
-"""The front's name checks, one per name for the producer and the consumer RPCs alike: the codes
-and reasons of GrpcValidator's validateTopic/validateConsumerGroup."""
+"""The front's name checks, one per name for the producer and the consumer RPCs alike (the codes
+and reasons of GrpcValidator's validateTopic/validateConsumerGroup), and the user property names
+it refuses (MessageConst.STRING_HASH_SET and the Remoting client's reserved ones)."""
 
 from __future__ import annotations
 
@@ -36,3 +37,15 @@ def test_group_names_follow_javas_rules() -> None:
         with pytest.raises(FrontError, match=why) as e:
             validate.group_name(bad)
         assert e.value.code == C.ILLEGAL_CONSUMER_GROUP
+
+
+def test_user_properties_may_not_take_a_system_name() -> None:
+    validate.prop("color", "red")
+    # Java's MessageConst.STRING_HASH_SET, a v2 system field, a name the Remoting client reserves
+    for name in ("UNIQ_KEY", "POP_CK_OFFSET", "__BORNHOST", "TRACE_CONTEXT", "__SHARDINGKEY",
+                 "__STARTDELIVERTIME"):
+        with pytest.raises(FrontError, match="used by the system") as e:
+            validate.prop(name, "x")
+        assert e.value.code == C.ILLEGAL_MESSAGE_PROPERTY_KEY
+    with pytest.raises(FrontError, match="control character"):
+        validate.prop("k", "a\x02b")

@@ -27,7 +27,8 @@ start offset, ``q`` queue, ``rq`` revive queue, ``pt`` pop time, ``it`` invisibl
 acked offsets as a Java ``BitSet`` (bit i acks offset ``so + i``) written by fastjson as the base64
 of ``BitSet.toByteArray()`` (little-endian, trailing zero bytes dropped).
 
-Limits, the same for the broker that reads and the client that writes: a handle is at most
+Limits, the same for the broker that reads and the client that writes: a pop asks for at most
+``MAX_POP_NUM`` messages, hidden at most ``MAX_INVISIBLE_MS``; a handle is at most
 ``MAX_HANDLE_LENGTH`` characters, an info string at most ``MAX_INFO_LENGTH``, a batch-ack body at
 most ``MAX_BATCH_ACK_BODY_BYTES`` bytes, ``MAX_BATCH_ACKS`` entries, ``MAX_BITSET_BYTES`` per
 BitSet (offsets within ``8 * MAX_BITSET_BYTES`` of the CK's start) and ``MAX_BATCH_ACK_OFFSETS``
@@ -51,6 +52,8 @@ RETRY_TOPIC_PREFIX = "%RETRY%"  # MixAll.RETRY_GROUP_TOPIC_PREFIX
 POP_CK = "POP_CK"  # MessageConst.PROPERTY_POP_CK: the handle, as a Java client keeps it
 FIRST_POP_TIME = "1ST_POP_TIME"  # MessageConst.PROPERTY_FIRST_POP_TIME
 RETRY_NONE, RETRY_V1, RETRY_V2 = 0, 1, 2
+MAX_POP_NUM = 32  # messages of one POP_MESSAGE (maxMsgNums): a CK's bitmap is an int
+MAX_INVISIBLE_MS = 12 * 3600 * 1000  # the longest invisible time of a pop or a change
 MAX_HANDLE_LENGTH = 512
 MAX_INFO_LENGTH = 64 * 1024
 MAX_INFO_ENTRIES = 1024

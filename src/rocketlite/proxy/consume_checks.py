@@ -34,11 +34,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rocketlite.broker.config import PERM_READ
-from rocketlite.broker.pop.records import MAX_CK_NUM
 from rocketlite.broker.pop.service import MAX_POLL_MS
 from rocketlite.broker.subscriptions import SubscriptionGroupConfig
 from rocketlite.common.errors import ConfigError
 from rocketlite.protocol.bodies import SubscriptionData, TopicConfig
+from rocketlite.protocol.pop_info import MAX_INVISIBLE_MS, MAX_POP_NUM
 from rocketlite.proxy import validate
 from rocketlite.proxy.pb import definition_pb2 as pb
 from rocketlite.proxy.status import Code, FrontError, error_status
@@ -83,7 +83,8 @@ class ConsumeLimits:
 
     min_invisible_ms: int = field(default=10_000,
                                   metadata={"key": "minInvisibleTimeMillsForRecv"})
-    max_invisible_ms: int = field(default=12 * 3600_000, metadata={"key": "maxInvisibleTimeMills"})
+    max_invisible_ms: int = field(default=MAX_INVISIBLE_MS,
+                                  metadata={"key": "maxInvisibleTimeMills"})
     min_polling_ms: int = field(default=5_000, metadata={
         "key": "grpcClientConsumerMinLongPollingTimeoutMillis"})
     max_polling_ms: int = field(default=20_000, metadata={
@@ -94,9 +95,10 @@ class ConsumeLimits:
                            metadata={"key": "grpcClientConsumerLongPollingBatchSize"})
 
     def __post_init__(self) -> None:
-        if not 0 < self.min_invisible_ms <= self.max_invisible_ms:
-            raise ConfigError(f"minInvisibleTimeMillsForRecv={self.min_invisible_ms} must be "
-                              f"above 0 and at most maxInvisibleTimeMills={self.max_invisible_ms}")
+        if not 0 < self.min_invisible_ms <= self.max_invisible_ms <= MAX_INVISIBLE_MS:
+            raise ConfigError(f"minInvisibleTimeMillsForRecv={self.min_invisible_ms} and "
+                              f"maxInvisibleTimeMills={self.max_invisible_ms} must satisfy "
+                              f"0 < min <= max <= {MAX_INVISIBLE_MS} (the broker's bound)")
         if not 0 <= self.min_polling_ms <= self.max_polling_ms <= MAX_POLL_MS:
             raise ConfigError(
                 f"grpcClientConsumerMinLongPollingTimeoutMillis={self.min_polling_ms} and "
@@ -105,9 +107,9 @@ class ConsumeLimits:
         if self.polling_reserve_ms < 0:
             raise ConfigError(f"longPollingReserveTimeInMillis={self.polling_reserve_ms} is "
                               "negative")
-        if not 1 <= self.max_batch <= MAX_CK_NUM:
+        if not 1 <= self.max_batch <= MAX_POP_NUM:
             raise ConfigError(f"grpcClientConsumerLongPollingBatchSize={self.max_batch} must be "
-                              f"within 1..{MAX_CK_NUM}")
+                              f"within 1..{MAX_POP_NUM}")
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> ConsumeLimits:

@@ -79,6 +79,9 @@ def test_limits_are_read_from_broker_conf_and_checked() -> None:
         ConsumeLimits(min_invisible_ms=0)
     with pytest.raises(ConfigError):
         ConsumeLimits(min_polling_ms=30_000)
+    ConsumeLimits(max_invisible_ms=12 * 3600_000)
+    with pytest.raises(ConfigError, match="the broker's bound"):  # the broker would refuse it
+        ConsumeLimits.from_properties({"maxInvisibleTimeMills": str(12 * 3600_000 + 1)})
 
 
 def test_renewal_settings_are_read_from_broker_conf_and_checked() -> None:

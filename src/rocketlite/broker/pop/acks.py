@@ -21,12 +21,19 @@ from rocketlite.broker.pop.errors import (
 )
 from rocketlite.broker.pop.records import AckMsg, PopCheckPoint
 from rocketlite.protocol import pop_info
-from rocketlite.protocol.pop_info import ReceiptHandle
+from rocketlite.protocol.pop_info import MAX_INVISIBLE_MS, ReceiptHandle
 
 if TYPE_CHECKING:
     from rocketlite.broker.pop.service import PopService
 
-MAX_INVISIBLE_MS = 12 * 3600 * 1000
+
+
+def check_invisible(invisible_ms: int) -> int:
+    """An invisible time of a pop or a change, within 1..``MAX_INVISIBLE_MS``."""
+    if not 0 < invisible_ms <= MAX_INVISIBLE_MS:
+        raise BadPopRequest(f"invisibleTime {invisible_ms} ms: must be within "
+                            f"1..{MAX_INVISIBLE_MS}")
+    return invisible_ms
 
 
 def parse_handle(text: str) -> ReceiptHandle:
@@ -118,9 +125,7 @@ def change_invisible(svc: PopService, group: str, topic: str, receipt_handle: st
                      invisible_ms: int) -> str:
     """Hide the message ``invisible_ms`` from now; returns its new handle. The old handle is
     acked (RocketMQ writes the new CK first, then the ack)."""
-    if not 0 < invisible_ms <= MAX_INVISIBLE_MS:
-        raise BadPopRequest(f"invisibleTime {invisible_ms} ms: must be within "
-                            f"1..{MAX_INVISIBLE_MS}")
+    check_invisible(invisible_ms)
     h, offset, real = check_handle(svc, group, topic, receipt_handle, None)
     now = svc.clock()
     if h.is_order:

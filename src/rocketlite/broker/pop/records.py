@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rocketlite.common.errors import FormatError
+from rocketlite.protocol.pop_info import MAX_POP_NUM
 
 REVIVE_TOPIC_PREFIX = "rmq_sys_REVIVE_LOG_"
 REVIVE_GROUP = "CID_RMQ_SYS_REVIVE_GROUP"
@@ -44,7 +45,7 @@ ACK_TAG = "ack"
 BATCH_ACK_TAG = "bAck"
 KEY_SEP = "@"
 MAX_RECORD_BYTES = 16 * 1024
-MAX_CK_NUM = 32
+MAX_CK_NUM = MAX_POP_NUM  # a CK holds the messages of one pop
 
 
 class RecordError(FormatError):

@@ -44,7 +44,6 @@ from rocketlite.broker import config_file
 from rocketlite.broker.config import PERM_READ, PERM_WRITE
 from rocketlite.broker.pop import acks
 from rocketlite.broker.pop import messages as pm
-from rocketlite.broker.pop.acks import MAX_INVISIBLE_MS
 from rocketlite.broker.pop.errors import (
     BadPopRequest,
     GroupNotFound,
@@ -231,9 +230,7 @@ class PopService:
                                 f"topicConfig.readQueueNums:[{queues}]")
         if not 0 < max_nums <= MAX_CK_NUM:
             raise BadPopRequest(f"maxMsgNums {max_nums}: must be within 1..{MAX_CK_NUM}")
-        if not 0 < invisible_ms <= MAX_INVISIBLE_MS:
-            raise BadPopRequest(f"invisibleTime {invisible_ms} ms: must be within "
-                                f"1..{MAX_INVISIBLE_MS}")
+        acks.check_invisible(invisible_ms)
         if subscription.expressionType not in ("", "TAG"):
             raise BadPopRequest(f"the broker does not support filtering by "
                                 f"{subscription.expressionType}")

@@ -258,6 +258,7 @@ class Stream:
         self.finish(code, message)
         if not self.local_closed:  # held behind a shut window: the client learns by the reset
             self.conn.write(f.rst_stream(self.sid, f.CANCEL))
+        self._cancel_task()
         self.reset()
 
     def _closed_locally(self) -> None:
@@ -292,7 +293,10 @@ class Stream:
         self._trailers = None
         if self._sent is not None and not self._sent.done():
             self._sent.set_result(None)
+        self._cancel_task()
+        self._end()
+
+    def _cancel_task(self) -> None:
         task = self.task
         if task is not None and not task.done() and task is not asyncio.current_task():
             task.cancel()
-        self._end()

@@ -34,7 +34,9 @@ HEADER_CACHE: Final = 256  # decoded header blocks kept per connection
 @dataclass(slots=True, frozen=True)
 class Limits:
     """What one connection may hold: open streams, a header list's size (decoded, RFC 9113
-    6.5.2 sizing), a gRPC message's size, the receive windows we grant."""
+    6.5.2 sizing), a gRPC message's size, the receive windows we grant, and the request bytes
+    held for handlers on all its streams (past ``max_buffered`` the connection window stays shut
+    until handlers take messages or streams end; it must exceed ``max_message``)."""
 
     max_streams: int = 1_000
     max_header_list: int = 16 << 10
@@ -42,6 +44,15 @@ class Limits:
     stream_window: int = 1 << 20
     connection_window: int = 16 << 20
     max_frame: int = f.DEFAULT_MAX_FRAME_SIZE
+    max_buffered: int = 256 << 20
+
+    def __post_init__(self) -> None:
+        if self.max_buffered <= self.max_message:
+            raise ValueError(f"max_buffered {self.max_buffered} must exceed max_message "
+                             f"{self.max_message}: a message could never complete")
+        if not f.DEFAULT_WINDOW <= self.connection_window <= f.MAX_WINDOW \
+                or not 0 < self.stream_window <= f.MAX_WINDOW:
+            raise ValueError("windows must be within 65535..2^31-1 (stream: 1..2^31-1)")
 
 
 class ConnectionError_(Exception):
@@ -76,6 +87,7 @@ class H2Connection(asyncio.Protocol):
         # what we granted and have not reopened yet
         self._recv_window = f.DEFAULT_WINDOW
         self._recv_unacked = 0
+        self.buffered = 0  # request bytes the streams hold (``Limits.max_buffered``)
         self.blocked: deque[Stream] = deque()
         self._out: list[bytes] = []
         self._reading = False
@@ -151,6 +163,9 @@ class H2Connection(asyncio.Protocol):
             self._received(data)
         except ConnectionError_ as e:
             self.abort(e.code, str(e))
+        except Exception as e:  # a bug of ours: this connection ends, the server goes on
+            log.exception("gRPC connection from %s: reading failed", self.peer)
+            self.abort(f.INTERNAL_ERROR, f"internal error: {type(e).__name__}")
         finally:
             self._reading = False
             if not pending:
@@ -243,23 +258,19 @@ class H2Connection(asyncio.Protocol):
         if self._recv_window < 0:
             raise ConnectionError_(f.FLOW_CONTROL_ERROR, "DATA beyond the connection window")
         self._recv_unacked += size
-        if self._recv_unacked >= self.limits.connection_window // 2:
-            self.write(f.window_update(0, self._recv_unacked))
-            self._recv_window += self._recv_unacked
-            self._recv_unacked = 0
         stream = self.streams.get(sid)
         if stream is None:
             if sid == 0 or sid > self.last_sid:
                 raise ConnectionError_(f.PROTOCOL_ERROR, f"DATA on idle stream {sid}")
             self.write(f.rst_stream(sid, f.STREAM_CLOSED))
-            return
-        if stream.remote_closed:
+        elif stream.remote_closed:
             self._stream_error(stream, f.STREAM_CLOSED)
-            return
-        end = bool(flags & f.END_STREAM)
-        if stream.received(self._unpad(flags, payload), size, end):
-            stream.remote_closed = end
-            stream.input_arrived()
+        else:
+            end = bool(flags & f.END_STREAM)
+            if stream.received(self._unpad(flags, payload), size, end):
+                stream.remote_closed = end
+                stream.input_arrived()
+        self.reopen_connection()  # after the stream took the data: ``buffered`` counts it
 
     def _headers(self, flags: int, sid: int, payload: bytes) -> None:
         if sid == 0:
@@ -432,6 +443,15 @@ class H2Connection(asyncio.Protocol):
             stream.reset()
         self.streams.clear()
         self.close()
+
+    def reopen_connection(self) -> None:
+        """Grants the connection window again once half of it was used, unless handlers hold
+        ``max_buffered`` request bytes."""
+        if self._recv_unacked >= self.limits.connection_window // 2 \
+                and self.buffered < self.limits.max_buffered:
+            self.write(f.window_update(0, self._recv_unacked))
+            self._recv_window += self._recv_unacked
+            self._recv_unacked = 0
 
     def reopen(self, stream: Stream, size: int) -> None:
         """The stream's handler took ``size`` bytes: its window may open again."""

@@ -61,6 +61,7 @@ class Stream:
     are the server's to fill."""
 
     __slots__ = (
+        "_counted",
         "_headers_sent",
         "_held",
         "_inbox_bytes",
@@ -99,6 +100,7 @@ class Stream:
         self.inbox: deque[bytes] = deque()
         self._inbox_bytes = 0
         self._held = 0  # bytes received and not granted again (the handler is behind)
+        self._counted = 0  # what this stream adds to the connection's ``buffered``
         self._waiter: asyncio.Future[None] | None = None
         self._pending: deque[bytes] = deque()  # gRPC messages (prefixed) not sent yet
         self._trailers: bytes | None = None
@@ -130,6 +132,7 @@ class Stream:
         for m in messages:
             self.inbox.append(m)
             self._inbox_bytes += len(m)
+        self._account()
         if not end:
             self._held += size
             self._reopen()
@@ -158,9 +161,21 @@ class Stream:
             return None
         m = self.inbox.popleft()
         self._inbox_bytes -= len(m)
+        self._account()
         if self._held:
             self._reopen()
         return m
+
+    def _account(self) -> None:
+        """Brings the connection's ``buffered`` up to date with what this stream holds."""
+        now = len(self._rbuf) + self._inbox_bytes
+        if now != self._counted:
+            conn = self.conn
+            shrank = now < self._counted
+            conn.buffered += now - self._counted
+            self._counted = now
+            if shrank:
+                conn.reopen_connection()
 
     async def recv(self) -> bytes | None:
         """The next request message; None once the client half-closed (or the stream ended)."""
@@ -276,6 +291,11 @@ class Stream:
         self.done = True
         if self.timer is not None:
             self.timer.cancel()
+        if self._counted:
+            self._rbuf = b""
+            self.inbox.clear()
+            self._inbox_bytes = 0
+            self._account()
         self.conn.stream_done(self)
         w = self._waiter
         if w is not None and not w.done():

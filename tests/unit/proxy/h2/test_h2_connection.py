@@ -254,3 +254,44 @@ async def test_close_sends_goaway(server: tuple[H2Server, Echo]) -> None:
     _, _, _, payload = await c.until(f.GOAWAY)
     assert struct.unpack(">II", payload) == (1, f.NO_ERROR)
     await c.close()
+
+
+async def test_the_connection_window_stays_shut_while_handlers_hold_max_buffered() -> None:
+    gate = asyncio.Event()
+
+    async def reader(requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
+        await gate.wait()
+        n = 0
+        async for _ in requests:
+            n += 1
+        yield Raw(str(n).encode())
+
+    s = H2Server({"/t.S/Read": Method("bidi", reader, Raw)},
+                 Limits(max_message=70_000, max_buffered=70_001, stream_window=200_000,
+                        connection_window=65_535))
+    await s.start("127.0.0.1", 0)
+    c = await Client.connect(port(s))
+
+    def data(raw: bytes) -> list[bytes]:
+        return [f.frame(f.DATA, 0, 1, raw[i:i + 16_384]) for i in range(0, len(raw), 16_384)]
+
+    try:
+        c.send(f.frame(f.HEADERS, f.END_HEADERS, 1, c.request_block("/t.S/Read")),
+               *data(f.message(b"m" * 30_000) * 2))
+        _, _, _, payload = await c.until(f.WINDOW_UPDATE, 0)  # half the window used, 60 kB held
+        assert struct.unpack(">I", payload)[0] == 32_768
+        c.send(*data(f.message(b"m" * 30_000)))  # within what is left of the window
+        await asyncio.sleep(0.2)
+        conn = next(iter(s.connections))
+        assert conn.buffered == 90_000
+        with pytest.raises(asyncio.TimeoutError):  # over max_buffered: no connection window
+            await asyncio.wait_for(c.until(f.WINDOW_UPDATE, 0), 0.3)
+        gate.set()
+        _, _, _, payload = await c.until(f.WINDOW_UPDATE, 0)  # taken: granted again
+        assert struct.unpack(">I", payload)[0] == 3 * 30_005 - 32_768
+        c.send(f.frame(f.DATA, f.END_STREAM, 1, b""))
+        assert await c.answer(1) == ([b"3"], {"grpc-status": "0"})
+        assert conn.buffered == 0
+    finally:
+        await c.close()
+        await s.close(0.5)

@@ -1,7 +1,7 @@
 """``H2Connection``: one client's HTTP/2 connection to the native gRPC server, an asyncio
 Protocol. It owns the frames' order and meaning (RFC 9113): the preface, SETTINGS (ours sent
-first, the client's applied and acknowledged), PING acks, header blocks (HPACK via ``hpack``,
-CONTINUATION gathered, blocks that leave the dynamic table as it is cached by their bytes),
+first, the client's applied and acknowledged), PING acks, header blocks (HPACK: ``hpack_decode``;
+CONTINUATION gathered),
 streams (``Stream``: at most ``Limits.max_streams`` open, more REFUSED_STREAM), flow control both
 ways (our windows reopened as data is taken, the client's windows and frame size respected when
 sending, data waiting per stream while a window is shut), RST_STREAM both ways and GOAWAY.
@@ -19,16 +19,14 @@ import struct
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, cast
-
-import hpack
+from typing import cast
 
 from rocketlite.proxy.h2 import frames as f
+from rocketlite.proxy.h2.hpack_decode import HeaderDecoder, HPACKError
 from rocketlite.proxy.h2.stream import Stream
 
 log = logging.getLogger(__name__)
 
-HEADER_CACHE: Final = 256  # decoded header blocks kept per connection
 
 
 @dataclass(slots=True, frozen=True)
@@ -77,9 +75,7 @@ class H2Connection(asyncio.Protocol):
         self._buf = bytearray()
         self._preface = False
         self._continuing: tuple[int, int, list[bytes], int] | None = None
-        # past 4x the limit decoding stops mid-block (the table would be out of step): GOAWAY
-        self._decoder = hpack.Decoder(max_header_list_size=4 * limits.max_header_list)
-        self._header_cache: dict[bytes, list[tuple[str, str]]] = {}
+        self._decoder = HeaderDecoder()
         # the client's settings and windows (what we may send)
         self.send_window = f.DEFAULT_WINDOW
         self.peer_initial_window = f.DEFAULT_WINDOW
@@ -299,30 +295,13 @@ class H2Connection(asyncio.Protocol):
             self._continuing = (sid, cont[1], cont[2], size)
 
     def _decode(self, block: bytes) -> list[tuple[str, str]] | None:
-        """The header list of ``block``, or None when it is over ``max_header_list`` (RFC 9113
-        sizing: name, value and 32 bytes a field)."""
-        cached = self._header_cache.get(block)
-        if cached is not None:
-            return cached
-        table = self._decoder.header_table
-        entries = table.dynamic_entries
-        before = (len(entries), id(entries[0]) if entries else 0, table.maxsize)
+        """The header list of ``block``, or None when it is over ``max_header_list`` (the
+        block is decoded all the same: the table stays in step)."""
         try:
-            headers: list[tuple[str, str]] = list(self._decoder.decode(block))  # type: ignore[arg-type]
-        except hpack.OversizedHeaderListError as e:
-            raise ConnectionError_(f.ENHANCE_YOUR_CALM, f"a header list over "
-                                   f"{4 * self.limits.max_header_list} bytes") from e
-        except (hpack.HPACKError, UnicodeDecodeError) as e:
+            headers, size = self._decoder.decode(block)
+        except HPACKError as e:
             raise ConnectionError_(f.COMPRESSION_ERROR, f"a bad header block: {e}") from e
-        if sum(len(k) + len(v) + 32 for k, v in headers) > self.limits.max_header_list:
-            return None
-        if before == (len(entries), id(entries[0]) if entries else 0, table.maxsize):
-            if len(self._header_cache) >= HEADER_CACHE:
-                self._header_cache.clear()
-            self._header_cache[block] = headers
-        else:  # the table moved: cached blocks may mean other headers now
-            self._header_cache.clear()
-        return headers
+        return headers if size <= self.limits.max_header_list else None
 
     def _header_block(self, sid: int, flags: int, block: bytes) -> None:
         headers = self._decode(block)

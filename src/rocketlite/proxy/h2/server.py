@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 UNKNOWN, DEADLINE_EXCEEDED, UNIMPLEMENTED, INTERNAL = 2, 4, 12, 13
 _TIMEOUT_UNITS: Final = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
 INFO_CACHE: Final = 1024
+DEADLINE_TICK: Final = 0.01  # deadlines are kept to this precision (late by at most this)
 _RESERVED: Final = frozenset(("content-type", "te", "grpc-timeout", "grpc-encoding",
                               "grpc-accept-encoding"))
 
@@ -113,6 +115,28 @@ def service_methods(descriptor: ServiceDescriptor, servicer: object) -> dict[str
     return out
 
 
+class Deadlines:
+    """Calls waiting for their deadline, in buckets of ``DEADLINE_TICK`` seconds with one timer a
+    bucket (a timer per call cost more than the rest of a small call's transport). A call that
+    ends leaves its bucket; a bucket's timer ends the calls still in it (DEADLINE_EXCEEDED)."""
+
+    def __init__(self) -> None:
+        self._buckets: dict[int, set[Stream]] = {}
+
+    def add(self, stream: Stream, deadline: float) -> None:
+        tick = math.ceil(deadline / DEADLINE_TICK)
+        bucket = self._buckets.get(tick)
+        if bucket is None:
+            bucket = self._buckets[tick] = set()
+            stream.conn.loop.call_at(tick * DEADLINE_TICK, self._fire, tick)
+        bucket.add(stream)
+        stream.bucket = bucket
+
+    def _fire(self, tick: int) -> None:
+        for stream in list(self._buckets.pop(tick, ())):
+            _expire(stream)
+
+
 class H2Server:
     def __init__(self, methods: dict[str, Method], limits: Limits | None = None) -> None:
         self.methods = methods
@@ -121,6 +145,7 @@ class H2Server:
         self._server: asyncio.Server | None = None
         # a header list (the connection's cached, decoded block) -> what _request_info read
         self._infos: dict[int, tuple[list[tuple[str, str]], str, bool, float | None]] = {}
+        self._deadlines = Deadlines()
 
     async def start(self, host: str, port: int) -> int:
         """Listens on ``host:port``; the port bound."""
@@ -149,9 +174,8 @@ class H2Server:
             stream.fail(UNIMPLEMENTED, f"Method not found: {path}")
             return
         if timeout is not None:
-            loop = stream.conn.loop
-            stream.deadline = loop.time() + timeout
-            stream.timer = loop.call_at(stream.deadline, _expire, stream)
+            stream.deadline = stream.conn.loop.time() + timeout
+            self._deadlines.add(stream, stream.deadline)
         if method.kind == "unary":
             coro = _unary(stream, method)
         elif method.kind == "server_stream":

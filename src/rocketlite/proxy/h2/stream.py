@@ -70,6 +70,7 @@ class Stream:
         "_sent",
         "_trailers",
         "_waiter",
+        "bucket",
         "callbacks",
         "cancelled",
         "conn",
@@ -83,7 +84,6 @@ class Stream:
         "send_window",
         "sid",
         "task",
-        "timer",
     )
 
     def __init__(self, conn: H2Connection, sid: int) -> None:
@@ -107,7 +107,7 @@ class Stream:
         self._headers_sent = False
         self._sent: asyncio.Future[None] | None = None
         self.task: asyncio.Task[Any] | None = None
-        self.timer: asyncio.TimerHandle | None = None
+        self.bucket: set[Stream] | None = None  # the deadline bucket it waits in
         self.deadline: float | None = None
         self.callbacks: list[Callable[[], None]] = []
 
@@ -289,8 +289,8 @@ class Stream:
         if self.done:
             return
         self.done = True
-        if self.timer is not None:
-            self.timer.cancel()
+        if self.bucket is not None:
+            self.bucket.discard(self)
         if self._counted:
             self._rbuf = b""
             self.inbox.clear()

@@ -233,14 +233,19 @@ async def test_flow_control_holds_data_until_the_window_opens(
 async def test_deadline_and_cancel(server: tuple[H2Server, Echo]) -> None:
     s, svc = server
     c = await Client.connect(port(s))
-    c.call(1, "/t.S/Slow", b"", ("grpc-timeout", "100m"))
-    _, trailers = await c.answer(1)
+    c.call(1, "/t.S/Echo", b"e", ("grpc-timeout", "20S"))
+    assert (await c.answer(1))[0] == [b"e"]
+    assert not any(s._deadlines._buckets.values())  # a call that ended left its bucket
+    c.call(3, "/t.S/Slow", b"", ("grpc-timeout", "100m"))
+    t0 = asyncio.get_running_loop().time()
+    _, trailers = await c.answer(3)
     assert trailers["grpc-status"] == "4"
+    assert 0.09 <= asyncio.get_running_loop().time() - t0 < 2
     await asyncio.wait_for(svc.cancelled.wait(), 5)
     svc.cancelled.clear()
-    c.call(3, "/t.S/Slow", b"")
+    c.call(5, "/t.S/Slow", b"")
     await asyncio.sleep(0.05)
-    c.send(f.rst_stream(3, f.CANCEL))
+    c.send(f.rst_stream(5, f.CANCEL))
     await asyncio.wait_for(svc.cancelled.wait(), 5)
     await c.close()
 

@@ -19,7 +19,7 @@ blocks = st.lists(st.tuples(st.lists(fields, max_size=8), st.booleans(),
                             st.sampled_from([None, 0, 64, 256, 4096])), min_size=1, max_size=12)
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)  # a shared machine: no per-example deadline
 @given(blocks)
 def test_same_lists_as_the_hpack_library(run: list[tuple[list[tuple[str, str, str]], bool,
                                                          int | None]]) -> None:

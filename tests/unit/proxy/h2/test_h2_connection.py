@@ -300,3 +300,55 @@ async def test_the_connection_window_stays_shut_while_handlers_hold_max_buffered
     finally:
         await c.close()
         await s.close(0.5)
+
+
+async def test_big_answers_go_in_frames_of_the_clients_max_size() -> None:
+    async def big(request: Any, context: Any) -> Any:
+        return Raw(b"b" * 40_000)
+
+    s = H2Server({"/t.S/Big": Method("unary", big, Raw)})
+    await s.start("127.0.0.1", 0)
+    c = await Client.connect(port(s), {f.INITIAL_WINDOW_SIZE: 1 << 20})
+    try:
+        c.send(f.window_update(0, 1 << 20))
+        c.call(1, "/t.S/Big", b"")
+        sizes, data = [], b""
+        while True:
+            t, flags, _, payload = await c.frame()
+            if t == f.DATA:
+                sizes.append(len(payload))
+                data += payload
+            if t == f.HEADERS and flags & f.END_STREAM:
+                break
+        assert max(sizes) <= 16_384 and sum(sizes) == 40_005
+        assert f._split_messages_py(data, 1 << 20)[0] == [b"b" * 40_000]
+    finally:
+        await c.close()
+        await s.close(0.5)
+
+
+async def test_an_endless_header_block_and_a_lost_connection(
+        server: tuple[H2Server, Echo]) -> None:
+    s, svc = server
+    c = await Client.connect(port(s))
+    c.send(f.frame(f.HEADERS, 0, 1, b"\x00" * 8000),
+           *(f.frame(f.CONTINUATION, 0, 1, b"\x00" * 8000) for _ in range(2)))
+    _, _, _, payload = await c.until(f.GOAWAY)
+    assert struct.unpack_from(">I", payload, 4)[0] == f.ENHANCE_YOUR_CALM
+    await c.close()
+    c = await Client.connect(port(s))
+    c.call(1, "/t.S/Slow", b"")
+    await asyncio.sleep(0.05)
+    await c.close()  # gone mid-call: the handler is cancelled
+    await asyncio.wait_for(svc.cancelled.wait(), 5)
+
+
+async def test_a_client_goaway_closes_once_its_calls_are_done(
+        server: tuple[H2Server, Echo]) -> None:
+    s, _ = server
+    c = await Client.connect(port(s))
+    c.call(1, "/t.S/Echo", b"x")
+    c.send(f.goaway(1, f.NO_ERROR))
+    assert (await c.answer(1))[0] == [b"x"]
+    assert await asyncio.wait_for(c.reader.read(), 5) == b""
+    await c.close()

@@ -354,8 +354,9 @@ class H2Connection(asyncio.Protocol):
             elif key == f.ENABLE_PUSH and value > 1:
                 raise ConnectionError_(f.PROTOCOL_ERROR, f"ENABLE_PUSH {value}")
         self.write(f.SETTINGS_ACK)
-        if grown:
-            self.unblock()
+        if grown:  # streams held by their own window may send now
+            for stream in list(self.streams.values()):
+                stream.flush()
 
     def _window_update(self, sid: int, payload: bytes) -> None:
         if len(payload) != 4:

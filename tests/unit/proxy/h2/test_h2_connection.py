@@ -217,6 +217,13 @@ async def test_flow_control_holds_data_until_the_window_opens(
     assert got == 1500
     with pytest.raises(asyncio.TimeoutError):
         await asyncio.wait_for(c.until(f.DATA), 0.3)
+    c.send(f.settings({f.INITIAL_WINDOW_SIZE: 2500}))  # +1000 for the open stream
+    more = 0
+    while more < 1000:
+        t, _, _, payload = await c.frame()
+        if t == f.DATA:
+            more += len(payload)
+    assert more == 1000
     c.send(f.window_update(1, 2000))
     rest = b""
     while True:
@@ -226,7 +233,7 @@ async def test_flow_control_holds_data_until_the_window_opens(
         if t == f.HEADERS and flags & f.END_STREAM:
             assert dict(c.dec.decode(payload))["grpc-status"] == "0"
             break
-    assert got + len(rest) == 3015
+    assert got + more + len(rest) == 3015
     await c.close()
 
 

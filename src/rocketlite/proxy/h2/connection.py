@@ -4,7 +4,8 @@ first, the client's applied and acknowledged), PING acks, header blocks (HPACK: 
 CONTINUATION gathered),
 streams (``Stream``: at most ``Limits.max_streams`` open, more REFUSED_STREAM), flow control both
 ways (our windows reopened as data is taken, the client's windows and frame size respected when
-sending, data waiting per stream while a window is shut), RST_STREAM both ways and GOAWAY.
+sending, data waiting per stream while a window is shut), RST_STREAM both ways (a client
+cancelling more than ``Limits.max_resets_per_s`` calls a second is cut off) and GOAWAY.
 
 A protocol error ends the connection with GOAWAY and its error code; a stream's error (a message
 too big, a compressed one) ends that stream with a grpc-status and RST_STREAM. What a stream
@@ -43,6 +44,7 @@ class Limits:
     connection_window: int = 16 << 20
     max_frame: int = f.DEFAULT_MAX_FRAME_SIZE
     max_buffered: int = 256 << 20
+    max_resets_per_s: int = 1_000  # calls a client may cancel a second ("rapid reset")
 
     def __post_init__(self) -> None:
         if self.max_buffered <= self.max_message:
@@ -86,6 +88,8 @@ class H2Connection(asyncio.Protocol):
         self.buffered = 0  # request bytes the streams hold (``Limits.max_buffered``)
         self.blocked: deque[Stream] = deque()
         self._out: list[bytes] = []
+        self._reset_second = 0
+        self._resets = 0  # RST_STREAMs of the client in ``_reset_second``
         self._reading = False
         self.paused = False
         self._resumed: asyncio.Future[None] | None = None
@@ -239,6 +243,13 @@ class H2Connection(asyncio.Protocol):
         stream = self.streams.pop(sid, None)
         if stream is not None:
             stream.reset()
+            second = int(self.loop.time())
+            if second != self._reset_second:
+                self._reset_second, self._resets = second, 0
+            self._resets += 1
+            if self._resets > self.limits.max_resets_per_s:
+                raise ConnectionError_(f.ENHANCE_YOUR_CALM, f"over {self.limits.max_resets_per_s}"
+                                       " calls cancelled in a second")
 
     @staticmethod
     def _unpad(flags: int, payload: bytes) -> bytes:

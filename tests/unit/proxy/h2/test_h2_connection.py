@@ -359,3 +359,19 @@ async def test_a_client_goaway_closes_once_its_calls_are_done(
     assert (await c.answer(1))[0] == [b"x"]
     assert await asyncio.wait_for(c.reader.read(), 5) == b""
     await c.close()
+
+
+async def test_rapid_reset_ends_the_connection() -> None:
+    s = H2Server(methods(Echo()), Limits(max_resets_per_s=50))
+    await s.start("127.0.0.1", 0)
+    c = await Client.connect(port(s))
+    try:
+        block = c.request_block("/t.S/Slow")
+        c.send(*(f.frame(f.HEADERS, f.END_HEADERS, sid, block) + f.rst_stream(sid, f.CANCEL)
+                 for sid in range(1, 2 * 200, 2)))
+        _, _, _, payload = await c.until(f.GOAWAY)
+        assert struct.unpack_from(">I", payload, 4)[0] == f.ENHANCE_YOUR_CALM
+        assert b"cancelled" in payload[8:]
+    finally:
+        await c.close()
+        await s.close(0.5)

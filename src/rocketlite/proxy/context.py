@@ -9,11 +9,13 @@ on every call.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from rocketlite.proxy.consume_checks import ConsumeLimits
+from rocketlite.proxy.renew import HandleRenewer, RenewConfig
 from rocketlite.proxy.sessions import Sessions
 from rocketlite.proxy.status import Code, FrontError
 
@@ -35,12 +37,23 @@ class FrontContext:
     """The broker the front serves and the front's own state.
 
     ``host``/``port``: the endpoint this front advertises in routes (clients send and receive
-    there). ``sessions``: the clients known by their Telemetry streams and heartbeats."""
+    there). ``sessions``: the clients known by their Telemetry streams and heartbeats.
+    ``limits``: the consumer limits (ProxyConfig's, from broker.conf); ``renew``: the receipt
+    handle auto-renewal settings, and ``renewer`` the front's renewer (made on first use)."""
 
     broker: Broker
     host: str
     port: int
     sessions: Sessions
+    limits: ConsumeLimits = field(default_factory=ConsumeLimits)
+    renew: RenewConfig = field(default_factory=RenewConfig)
+    _renewer: HandleRenewer | None = None
+
+    @property
+    def renewer(self) -> HandleRenewer:
+        if self._renewer is None:
+            self._renewer = HandleRenewer(self.broker.pop, self.sessions, self.renew)
+        return self._renewer
 
 
 def metadata(context: ServicerContext, key: str) -> str | None:

@@ -22,6 +22,9 @@ CLIENT_ID = "test-client@1234#0"
 IMPLS = ("native", "grpcio")
 IMPL = "native"
 """The server ``grpc_world`` starts when not told (conftest runs the tier once per ``IMPLS``)."""
+# FrontContext fields a test module sets for every front it starts (``limits``, ``renew``): set
+# with ``monkeypatch.setitem`` before the world starts (e.g. in an autouse fixture).
+FRONT_OVERRIDES: dict[str, object] = {}
 
 
 def store_config(root: Path, **extra: str) -> StoreConfig:
@@ -70,6 +73,8 @@ async def grpc_world(root: Path, broker_props: dict[str, str] | None = None,
         broker = Broker(BrokerConfig.from_properties(props), store_config(root, **store_props))
         await broker.start()
         front = GrpcFront(broker, 0, host="127.0.0.1", impl=impl or IMPL)
+        for name, value in FRONT_OVERRIDES.items():
+            setattr(front.ctx, name, value)
         await front.start()
         channel = grpc.aio.insecure_channel(f"127.0.0.1:{front.port}")
         yield GrpcEnv(ns, broker, front, channel, service_pb2_grpc.MessagingServiceStub(channel))

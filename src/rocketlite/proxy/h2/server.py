@@ -192,10 +192,14 @@ class H2Server:
         for conn in conns:
             conn.shutdown()
         if conns:
-            await asyncio.wait([asyncio.ensure_future(c.closed.wait()) for c in conns],
-                               timeout=grace)
-        for conn in list(self.connections):
+            waits = [asyncio.ensure_future(c.closed.wait()) for c in conns]
+            _, pending = await asyncio.wait(waits, timeout=grace)
+            for w in pending:
+                w.cancel()
+        for conn in list(self.connections):  # calls still running: cut off
             conn.abort(0, "the server stops")
+            if conn.transport is not None:
+                conn.transport.abort()  # a client that does not read cannot hold the close
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None

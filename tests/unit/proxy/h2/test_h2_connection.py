@@ -375,3 +375,23 @@ async def test_rapid_reset_ends_the_connection() -> None:
     finally:
         await c.close()
         await s.close(0.5)
+
+
+async def test_close_cuts_off_calls_still_running_after_the_grace() -> None:
+    svc = Echo()
+    s = H2Server(methods(svc))
+    await s.start("127.0.0.1", 0)
+    c = await Client.connect(port(s))
+    try:
+        c.call(1, "/t.S/Slow", b"")
+        await asyncio.sleep(0.05)
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        await s.close(0.2)
+        assert loop.time() - t0 < 2
+        await asyncio.wait_for(svc.cancelled.wait(), 5)
+        _, _, _, payload = await c.until(f.GOAWAY)
+        assert struct.unpack(">II", payload[:8]) == (1, f.NO_ERROR)
+        assert not s.connections
+    finally:
+        await c.close()

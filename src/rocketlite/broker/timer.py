@@ -18,6 +18,13 @@ slot's chain back from its head, then read each message from the CommitLog in en
 convert it and put it. ``read_time`` passes a slot only once all its messages are stored; after
 downtime the missed ticks are caught up the same way.
 
+Delete markers (recall): a unit whose message carries ``TIMER_DEL_UNIQKEY`` is linked with the
+DELETE flag. Delivering a slot first reads its markers (DELETE, not ROLL) and collects their keys,
+then delivers the other messages except those whose ``build_delete_key(REAL_TOPIC, UNIQ_KEY)`` is
+one of them; a marker is never delivered (one found due at enqueue is dropped, a rolling one
+rolls like any message). No state is kept beyond the slot being delivered: the markers are units
+of the TimerLog, so a slot redone after a restart or a crash honours them again.
+
 Checkpoint (thread ``timer-flush``, every ``timerFlushIntervalMs`` and at shutdown): snapshot the
 progress (queue offset, read time), fdatasync the TimerLog and the wheel, then write
 ``config/timercheck``. Recovery replays the TimerLog from the checkpointed flush position into the
@@ -39,10 +46,12 @@ from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.redeliver import put_until_stored
 from rocketlite.broker.timer_divert import (
     NEVER_ENQUEUED,
+    TIMER_DEL_UNIQKEY,
     TIMER_OUT_MS,
     TIMER_TOPIC,
     TimerDiverter,
     convert_message,
+    delete_key_of,
     get_property,
     parse_int,
 )
@@ -52,7 +61,13 @@ from rocketlite.common.errors import (
 from rocketlite.formats.javahash import java_string_hash
 from rocketlite.formats.message_record import MessageRecord
 from rocketlite.formats.properties import REAL_TOPIC
-from rocketlite.formats.timer import MAGIC_DEFAULT, MAGIC_ROLL, TimerLogUnit, encode_unit
+from rocketlite.formats.timer import (
+    MAGIC_DEFAULT,
+    MAGIC_DELETE,
+    MAGIC_ROLL,
+    TimerLogUnit,
+    encode_unit,
+)
 from rocketlite.store.commitlog import now_ms
 from rocketlite.store.message import MessageToStore
 from rocketlite.store.message_store import MessageStore
@@ -73,6 +88,7 @@ DEQUEUE_BATCH_BYTES = 4 << 20  # ... or bytes
 IDLE_WAIT_S = 0.1  # longest sleep of an idle service (a dispatch or a new tick wakes it sooner)
 RETRY_S = 0.5  # pause before retrying a put the store refused (disk full, flush failure)
 CLEAN_INTERVAL_S = 30.0  # TimerLog retention (5.x: every 30 s)
+MAX_DELETE_KEYS = 100_000  # delete markers honoured per slot (more are logged and ignored)
 
 
 @dataclasses.dataclass(slots=True)
@@ -81,6 +97,7 @@ class TimerStats:
     delivered: int = 0  # messages put to their real topic
     rolled: int = 0  # messages written back to the timer topic to be enqueued again
     dropped: int = 0  # messages that could not be delivered (logged)
+    recalled: int = 0  # messages not delivered because a delete marker of their slot names them
 
 
 def snap_precision(precision_ms: int) -> int:
@@ -283,17 +300,24 @@ class TimerMessageStore:
                 log.error("timer message at %d has no valid TIMER_OUT_MS; dropped", phys)
                 self.stats.dropped += 1
             elif out_ms < write:  # its slot was dequeued already: deliver now (5.x does too)
+                if get_property(text, TIMER_DEL_UNIQKEY) is not None:
+                    log.warning("timer delete marker at %d came after its slot; its message "
+                                "was not recalled", phys)
+                    continue  # a marker is never delivered (5.x's doPut refuses it)
                 m = self._convert(rec, NEVER_ENQUEUED, roll=False)
                 if m is not None:
                     due.append(m)
             else:
-                self._link(out_ms, phys, size, get_property(text, REAL_TOPIC) or "", write)
+                delete = get_property(text, TIMER_DEL_UNIQKEY) is not None
+                self._link(out_ms, phys, size, get_property(text, REAL_TOPIC) or "", write,
+                           delete)
         if due and not self._put(due):
             return 0  # stopping: the offset stays, the round is redone after a restart
         self.queue_offset = offset
         return len(units)
 
-    def _link(self, out_ms: int, phys: int, size: int, real_topic: str, write: int) -> None:
+    def _link(self, out_ms: int, phys: int, size: int, real_topic: str, write: int,
+              delete: bool = False) -> None:
         """Append a unit for the message and make it its slot's head (5.x's ``doEnqueue``)."""
         wheel, tlog = self.wheel, self.log
         assert wheel is not None and tlog is not None
@@ -305,6 +329,8 @@ class TimerMessageStore:
                 delayed = write + window // 2 * p  # just past the window: roll at its middle
             else:
                 delayed = write + window * p
+        if delete:
+            magic |= MAGIC_DELETE
         slot = wheel.get_slot(delayed)
         pos = tlog.append(encode_unit(slot.last_pos, magic, write, delayed, phys, size,
                                       java_string_hash(real_topic)), delayed)
@@ -349,11 +375,18 @@ class TimerMessageStore:
                 log.warning("timer slot %d: unit at %d links forward; chain cut", slot_time, pos)
                 break
             pos = unit.prev_pos
+        marker = [m & (MAGIC_DELETE | MAGIC_ROLL) == MAGIC_DELETE for m in magics]
+        deleted = self._delete_keys(slot_time, offsets, sizes, marker)
         batch: list[MessageToStore] = []
         batch_bytes = 0
         for i in range(len(offsets) - 1, -1, -1):  # oldest first: the order they were sent in
+            if marker[i]:
+                continue  # read already; never delivered
             rec = self._read(offsets[i], sizes[i])
             if rec is None:
+                continue
+            if deleted and delete_key_of(rec.properties_text) in deleted:
+                self.stats.recalled += 1
                 continue
             m = self._convert(rec, str(writes[i]), bool(magics[i] & MAGIC_ROLL))
             if m is not None:
@@ -364,6 +397,23 @@ class TimerMessageStore:
                     return False
                 batch, batch_bytes = [], 0
         return not batch or self._put(batch)
+
+    def _delete_keys(self, slot_time: int, offsets: array[int], sizes: array[int],
+                     marker: list[bool]) -> set[str]:
+        """The keys of the slot's delete markers (at most ``MAX_DELETE_KEYS``)."""
+        keys: set[str] = set()
+        for i, is_marker in enumerate(marker):
+            if not is_marker:
+                continue
+            if len(keys) >= MAX_DELETE_KEYS:
+                log.warning("timer slot %d: more than %d delete markers; the rest are ignored",
+                            slot_time, MAX_DELETE_KEYS)
+                break
+            rec = self._read(offsets[i], sizes[i])
+            key = None if rec is None else get_property(rec.properties_text, TIMER_DEL_UNIQKEY)
+            if key is not None:
+                keys.add(key)
+        return keys
 
     def _read(self, phys: int, size: int) -> MessageRecord | None:
         try:

@@ -12,6 +12,12 @@ passed, so never before the deliver time). A time already past is stored to its 
 with a delay level (5.x: the level wins), a prepared or rolled-back transactional message (its
 commit is diverted), and one already carrying ``TIMER_OUT_MS`` (timed once already).
 
+Delete markers (RocketMQ 5.3's recall): a timer message carrying ``TIMER_DEL_UNIQKEY`` =
+``build_delete_key(topic, UNIQ_KEY)`` of a scheduled message and the same deliver time is stored
+like any timer message, so it lands in the same slot; the wheel then drops that message and never
+delivers the marker itself. A marker whose time has already come is refused (it would cancel
+nothing and must not reach the topic).
+
 Out: properties are kept (UNIQ_KEY, so the client's message id, and ``TIMER_OUT_MS``, which marks
 the message as timed should it be re-sent), ``REAL_TOPIC``/``REAL_QID`` removed,
 ``TIMER_ENQUEUE_MS``/``TIMER_DEQUEUE_MS`` added; a message that rolls goes back to the timer topic
@@ -37,6 +43,7 @@ from rocketlite.formats.properties import (
     PROPERTY_SEPARATOR,
     REAL_QID,
     REAL_TOPIC,
+    UNIQ_KEY,
 )
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.store.message import MessageToStore
@@ -140,11 +147,11 @@ class TimerDiverter:
         if not self.enabled:
             raise TimerNotEnabledError(
                 "accurate timer message is not enabled, timerWheelEnable is false")
-        if get_property(text, TIMER_DEL_UNIQKEY) is not None:
-            raise MessageIllegalError("timer message illegal: cancelling a timer message "
-                                      "(TIMER_DEL_UNIQKEY) is not supported by this broker")
         now = self.clock()
         if deliver_ms <= now:
+            if get_property(text, TIMER_DEL_UNIQKEY) is not None:
+                raise MessageIllegalError("timer message illegal: the delete marker "
+                                          "(TIMER_DEL_UNIQKEY) comes after its deliver time")
             return None  # due already: stored to its topic as sent
         if deliver_ms - now > self.max_delay_ms:
             raise MessageIllegalError(
@@ -158,6 +165,18 @@ class TimerDiverter:
             msg.sys_flag, msg.born_timestamp, msg.born_host, msg.born_port, msg.reconsume_times,
             msg.prepared_transaction_offset,
         )
+
+
+def build_delete_key(real_topic: str, uniq_key: str) -> str:
+    """``TimerMessageStore.buildDeleteKey``: a message by topic and unique key."""
+    return f"{real_topic}+{uniq_key}"
+
+
+def delete_key_of(text: str) -> str | None:
+    """The delete key of a timer-topic message's properties (its REAL_TOPIC and UNIQ_KEY)."""
+    topic = get_property(text, REAL_TOPIC)
+    uniq = get_property(text, UNIQ_KEY)
+    return None if topic is None or uniq is None else build_delete_key(topic, uniq)
 
 
 def deliver_time_ms(text: str, clock: Callable[[], int]) -> int | None:

@@ -203,8 +203,8 @@ def test_refusals(env: Env, tmp_path: Path) -> None:
         divert({"TIMER_DELAY_MS": str(limit + 1)})
     with pytest.raises(MessageIllegalError, match="not an integer"):
         divert({"TIMER_DELIVER_MS": "soon"})
-    with pytest.raises(MessageIllegalError, match="TIMER_DEL_UNIQKEY"):
-        divert({"TIMER_DELAY_SEC": "5", "TIMER_DEL_UNIQKEY": "x"})
+    with pytest.raises(MessageIllegalError, match="TIMER_DEL_UNIQKEY"):  # a marker too late
+        divert({"TIMER_DELIVER_MS": str(env.clock.t), "TIMER_DEL_UNIQKEY": "x"})
     off = TimerMessageStore(env.store, BrokerConfig(timer_wheel_enable=False), env.clock, SLOTS)
     with pytest.raises(TimerNotEnabledError, match="timerWheelEnable is false"):
         off.divert(MessageToStore(TOPIC, b"b", properties=encode_properties({"TIMER_DELAY_SEC": "5"})))

@@ -352,6 +352,24 @@ class CheckTransactionStateRequestHeader(Header):
     offsetMsgId: str | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecallMessageRequestHeader(Header):
+    """RECALL_MESSAGE (370, 5.3): withdraw a delayed message by the recall handle its send gave.
+    ``brokerName`` is TopicRequestHeader's (the proxy's target broker)."""
+
+    topic: str
+    recallHandle: str
+    producerGroup: str | None = None
+    brokerName: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecallMessageResponseHeader(Header):
+    """RECALL_MESSAGE's answer: the recalled message's id (its UNIQ_KEY)."""
+
+    msgId: str
+
+
 # ------------------------------------------------------------------------------------------ broker: pull
 
 

@@ -1,31 +1,42 @@
 """RecallMessage (RocketMQ 5.3): withdraw a delayed message before it is delivered, by the
-``recall_handle`` SendMessage returned for it.
+``recall_handle`` SendMessage returned for it (``recall_handle``, re-exported from
+``broker.recall``, builds it for each DELAY message stored).
 
-Not supported: the Java broker recalls by writing a TIMER_DEL_UNIQKEY marker that the timer wheel
-matches against the scheduled message when its slot comes; this broker's timer wheel keeps no
-such markers (``broker.timer_divert`` refuses them) and could only cancel by rewriting its slot
-files. So SendMessage returns no recall handle, and RecallMessage answers NOT_IMPLEMENTED saying
-why (after the request's own checks: a bad topic is still ILLEGAL_TOPIC, an empty handle
-BAD_REQUEST)."""
+The topic is checked as every RPC's (ILLEGAL_TOPIC), then the broker's recall
+(``broker.recall.recall``) checks the handle and stores the delete marker that stops the message
+in the timer wheel; OK carries the recalled message's id. Codes as the Java proxy answers them:
+its ``ResponseBuilder`` maps none of the broker's refusals (ILLEGAL_OPERATION: a bad handle,
+another topic, another broker, a time already passed; SERVICE_NOT_AVAILABLE) and a handle the
+proxy cannot decode is its own INTERNAL_SERVER_ERROR, so all of those are INTERNAL_SERVER_ERROR with
+the broker's remark ("recall handle is invalid", "recall failed, timestamp invalid" ...); a topic
+that does not exist is TOPIC_NOT_FOUND.
+"""
 
 from __future__ import annotations
 
+from rocketlite.broker.recall import RecallError, recall, recall_handle
+from rocketlite.protocol.codes import ResponseCode
 from rocketlite.proxy import validate
-from rocketlite.proxy.context import FrontContext, ServicerContext
+from rocketlite.proxy.context import FrontContext, ServicerContext, peer_address
+from rocketlite.proxy.convert_in import host_bytes
 from rocketlite.proxy.pb import service_pb2 as spb
-from rocketlite.proxy.status import Code, FrontError, error_status, status
+from rocketlite.proxy.status import Code, error_status, ok, status
+
+__all__ = ["recall_handle", "recall_message"]
 
 
 async def recall_message(
     ctx: FrontContext, request: spb.RecallMessageRequest, context: ServicerContext,
 ) -> spb.RecallMessageResponse:
     try:
-        validate.topic_name(request.topic)
-        if not request.recall_handle.strip():
-            raise FrontError(Code.BAD_REQUEST, "the recall handle is empty")
-        return spb.RecallMessageResponse(status=status(
-            Code.NOT_IMPLEMENTED, "recalling a delayed message is not supported by this broker: "
-            "its timer wheel cannot cancel a scheduled message (no TIMER_DEL_UNIQKEY markers); "
-            "SendMessage gives no recall handle"))
+        topic = validate.topic_name(request.topic, ctx.broker.config)
+        host, port = peer_address(context)
+        msg_id = await recall(ctx.broker, topic, request.recall_handle, None, host_bytes(host),
+                              port)
+    except RecallError as e:
+        code = (Code.TOPIC_NOT_FOUND if e.response_code == ResponseCode.TOPIC_NOT_EXIST
+                else Code.INTERNAL_SERVER_ERROR)
+        return spb.RecallMessageResponse(status=status(code, str(e)))
     except Exception as e:  # noqa: BLE001 - every failure is answered with its status
         return spb.RecallMessageResponse(status=error_status(e))
+    return spb.RecallMessageResponse(status=ok(), message_id=msg_id)

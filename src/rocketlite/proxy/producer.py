@@ -35,6 +35,7 @@ from rocketlite.proxy.context import FrontContext, ServicerContext, peer_address
 from rocketlite.proxy.convert_in import Inbound, convert, host_bytes, now_ms
 from rocketlite.proxy.pb import definition_pb2 as pb
 from rocketlite.proxy.pb import service_pb2 as spb
+from rocketlite.proxy.recall import handle_for
 from rocketlite.proxy.route import accepted_types
 from rocketlite.proxy.status import Code, FrontError, error_status, ok, status
 from rocketlite.proxy.transaction import end_transaction as end_transaction
@@ -127,5 +128,6 @@ async def send_message(
     entries = [spb.SendResultEntry(
         status=st, message_id=m.system_properties.message_id, offset=r.queue_offset,
         transaction_id=store.message_id(r.commit_log_offset) if t else "",
-    ) for m, r, t in zip(msgs, put.results, txn, strict=True)]
+        recall_handle=handle_for(s, broker.config.broker_name),
+    ) for m, s, r, t in zip(msgs, stored, put.results, txn, strict=True)]
     return spb.SendMessageResponse(status=st, entries=entries)

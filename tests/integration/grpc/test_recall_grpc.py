@@ -42,26 +42,40 @@ async def recall(g: GrpcEnv, topic: str, handle: str) -> spb.RecallMessageRespon
         metadata=client_metadata())
 
 
-def handle_of(g: GrpcEnv, topic: str, msg_id: str) -> str:
-    """The handle of a stored delayed message, as SendMessage builds it (from its TIMER_OUT_MS)."""
-    for rec in records(g, TIMER_TOPIC):
-        p = rec.properties
-        if p.get("UNIQ_KEY") == msg_id and "TIMER_DEL_UNIQKEY" not in p:
-            return recall_handle(topic, g.broker.config.broker_name, int(p["TIMER_OUT_MS"]), msg_id)
+async def handle_of(g: GrpcEnv, topic: str, msg_id: str) -> str:
+    """The handle of a stored delayed message, built from its TIMER_OUT_MS (once dispatched)."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        for rec in records(g, TIMER_TOPIC):
+            p = rec.properties
+            if p.get("UNIQ_KEY") == msg_id and "TIMER_DEL_UNIQKEY" not in p:
+                return recall_handle(topic, g.broker.config.broker_name, int(p["TIMER_OUT_MS"]),
+                                     msg_id)
+        await asyncio.sleep(0.02)
     raise AssertionError(f"{msg_id} is not in the timer topic")
 
 
 async def send_delayed(g: GrpcEnv, topic: str, body: bytes, due: int) -> str:
+    """Sends a DELAY message; its entry carries the handle of the message stored."""
     r = await send(g, message(topic, body, deliver_ms=due))
     assert r.status.code == C.OK, r.status
-    return r.entries[0].message_id
+    msg_id = r.entries[0].message_id
+    assert r.entries[0].recall_handle == await handle_of(g, topic, msg_id)
+    return msg_id
+
+
+async def test_only_delay_messages_get_a_recall_handle(g: GrpcEnv) -> None:
+    r = await send(g, message("R1", b"now"))
+    assert r.status.code == C.OK and r.entries[0].recall_handle == ""
+    r = await send(g, message("R1", b"due", deliver_ms=now_ms() - 1000))  # due already
+    assert r.status.code == C.OK and r.entries[0].recall_handle == ""
 
 
 async def test_recalled_before_its_time_is_never_delivered(g: GrpcEnv) -> None:
     due = now_ms() + 1500
     keep = await send_delayed(g, "R1", b"keep", due)
     gone = await send_delayed(g, "R1", b"gone", due)
-    rr = await recall(g, "R1", handle_of(g, "R1", gone))
+    rr = await recall(g, "R1", await handle_of(g, "R1", gone))
     assert rr.status.code == C.OK, rr.status
     assert rr.message_id == gone
     await wait_records(g, "R1", 1, within=10)
@@ -73,7 +87,7 @@ async def test_recalled_before_its_time_is_never_delivered(g: GrpcEnv) -> None:
 
 async def test_recall_after_its_time_is_refused_and_the_message_stays(g: GrpcEnv) -> None:
     msg_id = await send_delayed(g, "R2", b"early", now_ms() + 300)
-    handle = handle_of(g, "R2", msg_id)
+    handle = await handle_of(g, "R2", msg_id)
     assert [r.body for r in await wait_records(g, "R2", 1, within=10)] == [b"early"]
     rr = await recall(g, "R2", handle)
     assert rr.status.code == C.INTERNAL_SERVER_ERROR
@@ -84,7 +98,7 @@ async def test_recall_after_its_time_is_refused_and_the_message_stays(g: GrpcEnv
 
 async def test_bad_handles_are_refused(g: GrpcEnv) -> None:
     msg_id = await send_delayed(g, "R3", b"x", now_ms() + 60_000)
-    good = handle_of(g, "R3", msg_id)
+    good = await handle_of(g, "R3", msg_id)
     h = RecallHandle.decode(good)
     cases = {
         "": "recall handle is invalid",

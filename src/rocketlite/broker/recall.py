@@ -34,16 +34,20 @@ from rocketlite.broker.config import PERM_WRITE
 from rocketlite.broker.timer_divert import (
     TIMER_DEL_UNIQKEY,
     TIMER_DELIVER_MS,
+    TIMER_OUT_MS,
     TIMER_TOPIC,
     build_delete_key,
+    get_property,
+    parse_int,
 )
+from rocketlite.broker.topics import RETRY_GROUP_TOPIC_PREFIX
 from rocketlite.common.errors import (
     FlushTimeoutError,
     HeaderError,
     MessageIllegalError,
     RocketliteError,
 )
-from rocketlite.formats.properties import PGROUP, TAGS, UNIQ_KEY, encode_properties
+from rocketlite.formats.properties import PGROUP, REAL_TOPIC, TAGS, UNIQ_KEY, encode_properties
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.headers import RecallMessageRequestHeader, RecallMessageResponseHeader
@@ -108,6 +112,23 @@ def recall_handle(topic: str, broker_name: str, out_ms: int, message_id: str) ->
     """The handle SendMessage answers for a delayed message stored with ``TIMER_OUT_MS`` =
     ``out_ms`` (the handle's time is ``out_ms + 1``, as 5.x's broker builds it)."""
     return RecallHandle(topic, broker_name, str(out_ms + 1), message_id).encode()
+
+
+def handle_for(stored: MessageToStore, broker_name: str) -> str:
+    """The recall handle a send answers (gRPC ``SendResultEntry.recall_handle``, Remoting
+    ``SendMessageResponseHeader.recallHandle``): for a message the timer wheel took (stored to
+    the timer topic with ``TIMER_OUT_MS`` and ``REAL_TOPIC``, not a retry topic: 5.x's
+    ``SendMessageProcessor``), else ``""``."""
+    if stored.topic != TIMER_TOPIC:
+        return ""
+    text = stored.properties
+    out_ms = parse_int(get_property(text, TIMER_OUT_MS))
+    topic = get_property(text, REAL_TOPIC)
+    msg_id = get_property(text, UNIQ_KEY)
+    if out_ms is None or topic is None or msg_id is None or topic.startswith(
+            RETRY_GROUP_TOPIC_PREFIX):
+        return ""
+    return recall_handle(topic, broker_name, out_ms, msg_id)
 
 
 def check(broker: Broker, topic: str, handle_text: str, now: int) -> RecallHandle:

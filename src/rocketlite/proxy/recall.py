@@ -1,6 +1,6 @@
 """RecallMessage (RocketMQ 5.3): withdraw a delayed message before it is delivered, by the
-``recall_handle`` SendMessage returned for it (``handle_for`` builds it, with
-``broker.recall.recall_handle``, for each message SendMessage stored to the timer wheel).
+``recall_handle`` SendMessage returned for it (``broker.recall.handle_for``, re-exported,
+builds it for each message SendMessage stored to the timer wheel).
 
 The topic is checked as every RPC's (ILLEGAL_TOPIC), then the broker's recall
 (``broker.recall.recall``) checks the handle and stores the delete marker that stops the message
@@ -14,35 +14,15 @@ that does not exist is TOPIC_NOT_FOUND.
 
 from __future__ import annotations
 
-from rocketlite.broker.recall import RecallError, recall, recall_handle
-from rocketlite.broker.timer_divert import TIMER_OUT_MS, TIMER_TOPIC, get_property, parse_int
-from rocketlite.broker.topics import RETRY_GROUP_TOPIC_PREFIX
-from rocketlite.formats.properties import REAL_TOPIC, UNIQ_KEY
+from rocketlite.broker.recall import RecallError, handle_for, recall, recall_handle
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.proxy import validate
 from rocketlite.proxy.context import FrontContext, ServicerContext, peer_address
 from rocketlite.proxy.convert_in import host_bytes
 from rocketlite.proxy.pb import service_pb2 as spb
 from rocketlite.proxy.status import Code, error_status, ok, status
-from rocketlite.store.message import MessageToStore
 
 __all__ = ["handle_for", "recall_handle", "recall_message"]
-
-
-def handle_for(stored: MessageToStore, broker_name: str) -> str:
-    """The ``recall_handle`` of a SendResultEntry: for a message the timer wheel took (stored to
-    the timer topic with ``TIMER_OUT_MS`` and ``REAL_TOPIC``, not a retry topic: 5.x's
-    ``SendMessageProcessor``), else ``""``."""
-    if stored.topic != TIMER_TOPIC:
-        return ""
-    text = stored.properties
-    out_ms = parse_int(get_property(text, TIMER_OUT_MS))
-    topic = get_property(text, REAL_TOPIC)
-    msg_id = get_property(text, UNIQ_KEY)
-    if out_ms is None or topic is None or msg_id is None or topic.startswith(
-            RETRY_GROUP_TOPIC_PREFIX):
-        return ""
-    return recall_handle(topic, broker_name, out_ms, msg_id)
 
 
 async def recall_message(

@@ -28,6 +28,7 @@ from rocketlite.broker.offsets import ConsumerOffsetManager
 from rocketlite.broker.pop.processor import PopProcessor
 from rocketlite.broker.pop.service import PopService
 from rocketlite.broker.pull import PullProcessor
+from rocketlite.broker.recall import RecallProcessor
 from rocketlite.broker.schedule import ScheduleMessageService
 from rocketlite.broker.send import SendProcessor
 from rocketlite.broker.send_back import SendBackProcessor
@@ -127,6 +128,7 @@ class Broker:
         self.schedule.register(self.server)
         self.send_back = SendBackProcessor(self)
         self.send_back.register()
+        RecallProcessor(self).register()
         self.pop = PopService(self)  # POP consumption (5.x); its Remoting codes below
         PopProcessor(self.pop, self.server).register()
         self._tasks: list[asyncio.Task[None]] = []

@@ -25,6 +25,6 @@ and encodes the answer with a v2 ``Code``. No business rule lives here. Modules:
   records -> v2 Messages, a batch at a time) and ``renew`` (auto-renewed receipt handles of push
   consumers);
 - ``lite_pull``: PullMessage, UpdateOffset, GetOffset, QueryOffset; ``recall``: RecallMessage
-  (not supported: answered NOT_IMPLEMENTED with the reason);
+  (over ``broker.recall``: a delete marker in the timer wheel);
 - ``pb``: the generated protobuf modules (``scripts/gen_grpc.sh``; do not edit).
 """

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 __all__ = ["consistent_hash", "end_transaction", "send_message"]
 
 MAX_MESSAGES = 1024  # per request
+MAX_TOPIC_NAMES = 4096  # valid topic names remembered per broker
 MAX_GROUP = 4096  # messages of one group append; a fuller group is appended at once
 TRANSACTION = int(pb.MessageType.TRANSACTION)
 DELAY = int(pb.MessageType.DELAY)
@@ -100,13 +101,25 @@ class SendGroup:
     (module docstring). ``put`` returns a future of the request's results and the group commit's
     future (SYNC_FLUSH), or of the error that refused the request's messages."""
 
-    __slots__ = ("_msgs", "_scheduled", "_waiting", "broker")
+    __slots__ = ("_msgs", "_scheduled", "_topics", "_waiting", "broker")
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        self._topics: set[str] = set()  # names that passed ``validate.topic_name``
         self._msgs: list[MessageToStore] = []
         self._waiting: list[tuple[int, asyncio.Future[Stored]]] = []  # (message count, answer)
         self._scheduled = False
+
+    def topic_name(self, name: str) -> str:
+        """``validate.topic_name`` against the broker's config, remembered for names that pass
+        (at most ``MAX_TOPIC_NAMES``; the broker's names are fixed while it runs)."""
+        if name in self._topics:
+            return name
+        validate.topic_name(name, self.broker.config)
+        if len(self._topics) >= MAX_TOPIC_NAMES:
+            self._topics.clear()
+        self._topics.add(name)
+        return name
 
     def put(self, msgs: list[MessageToStore]) -> asyncio.Future[Stored]:
         loop = asyncio.get_running_loop()
@@ -199,7 +212,8 @@ async def send_message(
             raise FrontError(Code.BAD_REQUEST, f"{n} messages in one request, more than "
                              f"{MAX_MESSAGES}")
         broker = ctx.broker
-        topic = validate.topic_name(msgs[0].topic, broker.config)
+        group = send_group(broker)
+        topic = group.topic_name(msgs[0].topic.name)
         tc = topic_for_send(broker, topic, AUTO_CREATE_TOPIC, broker.config.default_topic_queue_nums)
         host, port = peer_address(context)
         into = Inbound(topic, accepted_types(tc), broker.store_config.max_message_size,
@@ -225,15 +239,20 @@ async def send_message(
     except Exception as e:  # noqa: BLE001 - refused whole, with its status
         return _refused(n, error_status(e))
     try:
-        results, flushed = await send_group(broker).put(stored)
+        results, flushed = await group.put(stored)
     except Exception as e:  # noqa: BLE001 - nothing stored: answered with the error
         return _refused(n, error_status(e))
     st = ok()
     if flushed is not None and not (flushed.done() and flushed.exception() is None):
         st = await _flushed(ctx, flushed) or st
-    store = broker.store
-    entries = [spb.SendResultEntry(
-        status=st, message_id=m.system_properties.message_id, offset=r.queue_offset,
-        transaction_id=store.message_id(r.commit_log_offset) if t else "",
-    ) for m, r, t in zip(msgs, results, txn, strict=True)]
-    return spb.SendMessageResponse(status=st, entries=entries)
+    response = spb.SendMessageResponse()  # filled in place: a constructor's copies cost twice
+    response.status.CopyFrom(st)
+    entries = response.entries
+    for m, r, t in zip(msgs, results, txn, strict=True):
+        entry = entries.add()
+        entry.status.CopyFrom(st)
+        entry.message_id = m.system_properties.message_id
+        entry.offset = r.queue_offset
+        if t:
+            entry.transaction_id = broker.store.message_id(r.commit_log_offset)
+    return response

@@ -1,19 +1,23 @@
 """SendMessage calls checked in one loop iteration share one ``put_messages`` (``SendGroup``):
 each request keeps its own answer, a request refused by its checks is answered alone and stores
-nothing, and a store refusal of the group reaches only the request whose message it is."""
+nothing, and a store refusal of the group reaches only the request whose message it is. The
+AckMessage calls of one iteration likewise share one ``ack_many`` (``AckGroup``)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
+from consumehelp import fast_limits, make_topic, pop_world, put, receive, receive_req
 from grpchelp import GrpcEnv
 from sendhelp import message, send, wait_records
 
 from rocketlite.common.errors import DiskFullError, MessageIllegalError
 from rocketlite.protocol.bodies import TopicConfig
+from rocketlite.proxy.consumer import ack_message
 from rocketlite.proxy.pb import definition_pb2 as pb
 from rocketlite.proxy.pb import service_pb2 as spb
 from rocketlite.proxy.producer import send_message
@@ -140,3 +144,72 @@ async def test_concurrent_calls_over_the_wire_share_puts(
     assert sum(len(c) for c in calls) == 32
     assert len(calls) < 32  # some calls arrived together and shared an append
     assert len(await wait_records(g, "G5", 33)) == 33
+
+
+# -- AckMessage: the calls of one iteration share one ack_many (one store append) -----------------
+
+
+@pytest.fixture
+async def gp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[GrpcEnv]:
+    """A POP world with the consumer limits short enough for tests."""
+    fast_limits(monkeypatch)
+    async with pop_world(tmp_path / "store") as (env, _clock):
+        yield env
+
+
+def ack_req(topic_name: str, *handles: str, group: str = "G") -> spb.AckMessageRequest:
+    return spb.AckMessageRequest(group=pb.Resource(name=group), topic=pb.Resource(name=topic_name),
+                                 entries=[spb.AckMessageEntry(message_id=f"m{i}",
+                                                              receipt_handle=h)
+                                          for i, h in enumerate(handles)])
+
+
+async def test_acks_of_one_iteration_share_one_ack_many_and_one_append(
+        gp: GrpcEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    g = gp
+    make_topic(g.broker, "A1", 1)
+    put(g.broker, "A1", [b"a%d" % i for i in range(8)])
+    st, msgs = await receive(g, receive_req("A1"))
+    assert st.code == C.OK and len(msgs) == 8
+    pops = g.broker.pop
+    many: list[int] = []
+    real = pops.ack_many
+
+    def counting(group: str, topic_name: str, handles: Any, offsets: Any = None) -> Any:
+        hs = list(handles)
+        many.append(len(hs))
+        return real(group, topic_name, hs, offsets)
+
+    monkeypatch.setattr(pops, "ack_many", counting)
+    calls = count_puts(g, monkeypatch)
+    reqs = [ack_req("A1", m.system_properties.receipt_handle) for m in msgs]
+    reqs.insert(2, ack_req("A1", "not a handle"))
+    answers = await asyncio.gather(*(ack_message(g.front.ctx, r, Peer())  # type: ignore[arg-type]
+                                     for r in reqs))
+    codes = [a.status.code for a in answers]
+    assert codes == [C.OK] * 2 + [C.INVALID_RECEIPT_HANDLE] + [C.OK] * 6
+    assert [a.entries[0].receipt_handle for a in answers] == [r.entries[0].receipt_handle
+                                                              for r in reqs]
+    assert many == [9] and len(calls) == 1  # one bAck record for the checkpoint's 8 acks
+    st, again = await receive(g, receive_req("A1", poll_ms=100))
+    assert st.code == C.MESSAGE_NOT_FOUND and not again
+
+
+async def test_a_refused_ack_append_fails_every_call_it_covered(
+        gp: GrpcEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    g = gp
+    make_topic(g.broker, "A2", 1)
+    put(g.broker, "A2", [b"x", b"y"])
+    st, msgs = await receive(g, receive_req("A2"))
+    assert st.code == C.OK and len(msgs) == 2
+
+    def full(msgs: Sequence[MessageToStore]) -> Any:
+        raise DiskFullError("the disk is full")
+
+    monkeypatch.setattr(g.broker.store, "put_messages", full)
+    answers = await asyncio.gather(*(
+        ack_message(g.front.ctx, ack_req("A2", m.system_properties.receipt_handle),
+                    Peer())  # type: ignore[arg-type]
+        for m in msgs))
+    for a in answers:
+        assert a.status.code != C.OK and "disk is full" in a.status.message

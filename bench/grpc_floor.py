@@ -31,6 +31,7 @@ import argparse
 import asyncio
 import multiprocessing as mp
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -71,7 +72,7 @@ async def _forever() -> None:
     await asyncio.Event().wait()
 
 
-def serve(q: Any, kind: str, grpclib_path: str | None) -> None:
+def serve(q: Any, kind: str, grpclib_path: str | None, root: str) -> None:
     if kind in ("aio", "aio-tuned"):
         async def main() -> None:
             opts = [("grpc.optimization_target", "latency"), ("grpc.so_reuseport", 0)] \
@@ -122,19 +123,18 @@ def serve(q: Any, kind: str, grpclib_path: str | None) -> None:
             await _forever()
         _run(main)
     elif kind.startswith("broker-"):
-        _run(lambda: _broker(q, kind.removeprefix("broker-")))
+        _run(lambda: _broker(q, kind.removeprefix("broker-"), root))
     else:
         raise SystemExit(f"unknown server {kind}")
 
 
-async def _broker(q: Any, impl: str) -> None:
+async def _broker(q: Any, impl: str, root: str) -> None:
     from rocketlite.broker.broker import Broker
     from rocketlite.broker.config import BrokerConfig
     from rocketlite.namesrv.server import NameServer
     from rocketlite.proxy.server import GrpcFront
     from rocketlite.store.config import StoreConfig
 
-    root = tempfile.mkdtemp(prefix="grpc-floor-")
     ns = NameServer("127.0.0.1", 0, auto_create_route=False)
     await ns.start()
     broker = Broker(BrokerConfig.from_properties({"namesrvAddr": f"127.0.0.1:{ns.port}",
@@ -253,7 +253,8 @@ def main() -> None:
               f"{'system':>8}")
     for kind in args.server:
         q: Any = mp.Queue()
-        p = mp.Process(target=serve, args=(q, kind, args.grpclib_path), daemon=True)
+        root = tempfile.mkdtemp(prefix="grpc-floor-")  # a broker's store, removed after
+        p = mp.Process(target=serve, args=(q, kind, args.grpclib_path, root), daemon=True)
         p.start()
         try:
             port = q.get(timeout=60)
@@ -270,6 +271,7 @@ def main() -> None:
         finally:
             p.kill()
             p.join()
+            shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

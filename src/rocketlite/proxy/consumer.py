@@ -62,6 +62,7 @@ NACK_INVISIBLE_MS = 1_000  # ReceiveMessageResponseStreamWriter.NACK_INVISIBLE_T
 ANY_QUEUE = -1
 INIT_MODE_MAX = 0  # ConsumeInitMode.MAX: a new group starts at the queue's end
 MAX_ACK_ENTRIES = 1024  # the clients ack one message a call; a bigger batch is refused whole
+MAX_ACK_NAMES = 4096  # (group, topic) pairs whose names were checked, remembered
 MAX_ACK_GROUP = 4096  # handles of one AckGroup round; a fuller round is acked at once
 AckErrors = list[BaseException | None]
 
@@ -190,14 +191,26 @@ class AckGroup:
     """The acks of the AckMessage calls of one loop iteration, made together at its end by one
     ``ack_many`` per group and topic (module docstring)."""
 
-    __slots__ = ("_count", "_pending", "_scheduled", "broker")
+    __slots__ = ("_count", "_names", "_pending", "_scheduled", "broker")
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        self._names: set[tuple[str, str]] = set()  # (group, topic) pairs that passed the checks
         self._pending: dict[tuple[str, str],
                             list[tuple[list[str], asyncio.Future[AckErrors]]]] = {}
         self._count = 0
         self._scheduled = False
+
+    def names(self, group: str, topic: str) -> None:
+        """``_names``' checks, remembered for pairs that pass (at most ``MAX_ACK_NAMES``)."""
+        key = (group, topic)
+        if key in self._names:
+            return
+        validate.topic_name(topic, self.broker.config)
+        validate.group_name(group)
+        if len(self._names) >= MAX_ACK_NAMES:
+            self._names.clear()
+        self._names.add(key)
 
     def ack(self, group: str, topic: str, handles: list[str]) -> asyncio.Future[AckErrors]:
         """A future of the handles' results (None or the error), in their order."""
@@ -244,8 +257,9 @@ async def ack_message(
     ctx: FrontContext, request: spb.AckMessageRequest, context: ServicerContext,
 ) -> spb.AckMessageResponse:
     group, topic = request.group.name, request.topic.name
+    acks = ack_group(ctx.broker)
     try:
-        _names(ctx, group, topic)
+        acks.names(group, topic)
         if not request.entries:
             raise FrontError(Code.BAD_REQUEST, "the request has no entries to ack")
         if len(request.entries) > MAX_ACK_ENTRIES:
@@ -256,20 +270,24 @@ async def ack_message(
     except Exception as e:  # noqa: BLE001 - every failure is answered as a v2 status
         return spb.AckMessageResponse(status=pop_status(e, "AckMessage"))
     # one append for the calls of this iteration: the acks of one checkpoint as one bAck record
-    errors = await ack_group(ctx.broker).ack(group, topic, handles)
-    entries: list[spb.AckMessageResultEntry] = []
+    errors = await acks.ack(group, topic, handles)
+    response = spb.AckMessageResponse()  # filled in place: a constructor's copies cost twice
+    entries = response.entries
     codes: set[int] = set()
     for entry, err in zip(request.entries, errors, strict=True):
         st = ok() if err is None else pop_status(err, "AckMessage")
         codes.add(st.code)
-        entries.append(spb.AckMessageResultEntry(message_id=entry.message_id,
-                                                 receipt_handle=entry.receipt_handle, status=st))
+        out = entries.add()
+        out.message_id = entry.message_id
+        out.receipt_handle = entry.receipt_handle
+        out.status.CopyFrom(st)
     if len(codes) > 1:
         overall = status(Code.MULTIPLE_RESULTS, "MULTIPLE_RESULTS")
     else:
         code = codes.pop()
         overall = ok() if code == Code.OK else status(code, entries[0].status.message)
-    return spb.AckMessageResponse(status=overall, entries=entries)
+    response.status.CopyFrom(overall)
+    return response
 
 
 async def change_invisible_duration(

@@ -16,6 +16,13 @@ Servers (``--server``, several allowed):
   (``grpcServerImpl``) storing each message: the broker's CPU per one-message send.
 
     python bench/grpc_floor.py --server aio native broker-grpcio broker-native --inflight 32 1
+
+``--receive``: with a broker server, the consumer side instead: ``--calls`` messages are sent
+(32 a request), then received by ReceiveMessage calls of ``--batch`` messages each, every message
+acked by its own AckMessage call, the calls of a batch in flight together (as the 5.x clients
+ack); the figure is the broker's CPU per received and acked message.
+
+    python bench/grpc_floor.py --server broker-native --receive --calls 5000
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import argparse
 import asyncio
 import multiprocessing as mp
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -64,7 +72,7 @@ async def _forever() -> None:
     await asyncio.Event().wait()
 
 
-def serve(q: Any, kind: str, grpclib_path: str | None) -> None:
+def serve(q: Any, kind: str, grpclib_path: str | None, root: str) -> None:
     if kind in ("aio", "aio-tuned"):
         async def main() -> None:
             opts = [("grpc.optimization_target", "latency"), ("grpc.so_reuseport", 0)] \
@@ -115,19 +123,18 @@ def serve(q: Any, kind: str, grpclib_path: str | None) -> None:
             await _forever()
         _run(main)
     elif kind.startswith("broker-"):
-        _run(lambda: _broker(q, kind.removeprefix("broker-")))
+        _run(lambda: _broker(q, kind.removeprefix("broker-"), root))
     else:
         raise SystemExit(f"unknown server {kind}")
 
 
-async def _broker(q: Any, impl: str) -> None:
+async def _broker(q: Any, impl: str, root: str) -> None:
     from rocketlite.broker.broker import Broker
     from rocketlite.broker.config import BrokerConfig
     from rocketlite.namesrv.server import NameServer
     from rocketlite.proxy.server import GrpcFront
     from rocketlite.store.config import StoreConfig
 
-    root = tempfile.mkdtemp(prefix="grpc-floor-")
     ns = NameServer("127.0.0.1", 0, auto_create_route=False)
     await ns.start()
     broker = Broker(BrokerConfig.from_properties({"namesrvAddr": f"127.0.0.1:{ns.port}",
@@ -174,21 +181,89 @@ async def measure(port: int, pid: int, calls: int, inflight: int
     return calls / (t1 - t0), 1e6 * (c1[0] - c0[0]) / calls, 1e6 * (c1[1] - c0[1]) / calls
 
 
+GROUP = "FloorGroup"
+
+
+async def measure_receive(port: int, pid: int, calls: int, batch: int
+                          ) -> tuple[float, float, float]:
+    """(messages/s, server user CPU us per message, server system CPU us per message): receive
+    ``batch`` at a time and ack each message with its own call."""
+    from google.protobuf.duration_pb2 import Duration
+
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
+        stub = sg.MessagingServiceStub(ch)
+        recv = spb.ReceiveMessageRequest(
+            group=dpb.Resource(name=GROUP),
+            message_queue=dpb.MessageQueue(topic=dpb.Resource(name=TOPIC), id=0),
+            batch_size=batch, filter_expression=dpb.FilterExpression(type=dpb.FilterType.TAG,
+                                                                     expression="*"),
+            invisible_duration=Duration(seconds=60), long_polling_timeout=Duration(seconds=1))
+
+        async def receive() -> list[Any]:
+            return [r.message async for r in stub.ReceiveMessage(recv, metadata=METADATA,
+                                                                 timeout=10)
+                    if r.HasField("message")]
+
+        async def ack(m: Any) -> None:
+            r = await stub.AckMessage(spb.AckMessageRequest(
+                group=recv.group, topic=recv.message_queue.topic,
+                entries=[spb.AckMessageEntry(message_id=m.system_properties.message_id,
+                                             receipt_handle=m.system_properties.receipt_handle)]),
+                metadata=METADATA, timeout=10)
+            if r.status.code != dpb.Code.OK:
+                raise SystemExit(f"AckMessage answered {r.status}")
+
+        await receive()  # the group starts at the queues' end: made before the messages
+        for i in range(0, calls, 32):
+            r = await stub.SendMessage(spb.SendMessageRequest(messages=[dpb.Message(
+                topic=dpb.Resource(name=TOPIC), body=b"x" * 128,
+                system_properties=dpb.SystemProperties(
+                    message_id=f"{i + j}", tag="A", body_encoding=dpb.Encoding.IDENTITY,
+                    message_type=dpb.MessageType.NORMAL)) for j in range(min(32, calls - i))]),
+                metadata=METADATA, timeout=10)
+            if r.status.code != dpb.Code.OK:
+                raise SystemExit(f"SendMessage answered {r.status}")
+        c0, t0 = cpu_seconds(pid), time.perf_counter()
+        done = 0
+        while done < calls:
+            got = await receive()
+            if not got:
+                raise SystemExit(f"ReceiveMessage found no message after {done} of {calls}")
+            await asyncio.gather(*(ack(m) for m in got))
+            done += len(got)
+        c1, t1 = cpu_seconds(pid), time.perf_counter()
+    return done / (t1 - t0), 1e6 * (c1[0] - c0[0]) / done, 1e6 * (c1[1] - c0[1]) / done
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--server", nargs="+", default=["aio", "native"])
     ap.add_argument("--inflight", nargs="+", type=int, default=[32, 1])
     ap.add_argument("--calls", type=int, default=10_000)
     ap.add_argument("--grpclib-path")
+    ap.add_argument("--receive", action="store_true",
+                    help="broker servers: receive and ack (module docstring)")
+    ap.add_argument("--batch", type=int, default=32, help="--receive: messages a receive")
     args = ap.parse_args()
-    print(f"{'server':<16}{'in flight':>10}{'calls/s':>10}{'CPU us/call':>12}{'user':>8}"
-          f"{'system':>8}")
+    if args.receive:
+        print(f"{'server':<16}{'batch':>10}{'msgs/s':>10}{'CPU us/msg':>12}{'user':>8}"
+              f"{'system':>8}")
+    else:
+        print(f"{'server':<16}{'in flight':>10}{'calls/s':>10}{'CPU us/call':>12}{'user':>8}"
+              f"{'system':>8}")
     for kind in args.server:
         q: Any = mp.Queue()
-        p = mp.Process(target=serve, args=(q, kind, args.grpclib_path), daemon=True)
+        root = tempfile.mkdtemp(prefix="grpc-floor-")  # a broker's store, removed after
+        p = mp.Process(target=serve, args=(q, kind, args.grpclib_path, root), daemon=True)
         p.start()
         try:
             port = q.get(timeout=60)
+            if args.receive:
+                rate, user, system = asyncio.run(measure_receive(port, p.pid or 0, args.calls,
+                                                                 args.batch))
+                print(f"{kind:<16}{args.batch:>10}{rate:>10.0f}{user + system:>12.1f}"
+                      f"{user:>8.1f}{system:>8.1f}", flush=True)
+                continue
             for inflight in args.inflight:
                 rate, user, system = asyncio.run(measure(port, p.pid or 0, args.calls, inflight))
                 print(f"{kind:<16}{inflight:>10}{rate:>10.0f}{user + system:>12.1f}{user:>8.1f}"
@@ -196,6 +271,7 @@ def main() -> None:
         finally:
             p.kill()
             p.join()
+            shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -18,13 +18,21 @@ The invisible time of a receive is the request's; with ``auto_renew`` (the PushC
 the proxy's default (60 s), and with ``auto_renew`` the front renews it while the client works on
 the message (``renew``): Ack, ChangeInvisibleDuration and ForwardToDLQ then use the message's
 current handle in place of the one the client holds.
+
+The AckMessage calls of one loop iteration (the clients ack one message a call, a window of calls
+in flight) are acked together (``AckGroup``): one ``ack_many`` per group and topic, so one store
+append (the acks of one checkpoint as one ``bAck`` record) in place of one per call; each call
+gets its own entries' results, and a store refusal fails the entries of every call it covered.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+import weakref
 from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -45,12 +53,18 @@ from rocketlite.proxy.convert_out import popped_fields, timestamp
 from rocketlite.proxy.pb import service_pb2 as spb
 from rocketlite.proxy.status import Code, FrontError, ok, status
 
+if TYPE_CHECKING:
+    from rocketlite.broker.broker import Broker
+
 log = logging.getLogger(__name__)
 
 NACK_INVISIBLE_MS = 1_000  # ReceiveMessageResponseStreamWriter.NACK_INVISIBLE_TIME
 ANY_QUEUE = -1
 INIT_MODE_MAX = 0  # ConsumeInitMode.MAX: a new group starts at the queue's end
 MAX_ACK_ENTRIES = 1024  # the clients ack one message a call; a bigger batch is refused whole
+MAX_ACK_NAMES = 4096  # (group, topic) pairs whose names were checked, remembered
+MAX_ACK_GROUP = 4096  # handles of one AckGroup round; a fuller round is acked at once
+AckErrors = list[BaseException | None]
 
 
 def max_attempts(sgc: SubscriptionGroupConfig) -> int:
@@ -173,39 +187,107 @@ def _names(ctx: FrontContext, group: str, topic: str) -> None:
     validate.group_name(group)
 
 
+class AckGroup:
+    """The acks of the AckMessage calls of one loop iteration, made together at its end by one
+    ``ack_many`` per group and topic (module docstring)."""
+
+    __slots__ = ("_count", "_names", "_pending", "_scheduled", "broker")
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._names: set[tuple[str, str]] = set()  # (group, topic) pairs that passed the checks
+        self._pending: dict[tuple[str, str],
+                            list[tuple[list[str], asyncio.Future[AckErrors]]]] = {}
+        self._count = 0
+        self._scheduled = False
+
+    def names(self, group: str, topic: str) -> None:
+        """``_names``' checks, remembered for pairs that pass (at most ``MAX_ACK_NAMES``)."""
+        key = (group, topic)
+        if key in self._names:
+            return
+        validate.topic_name(topic, self.broker.config)
+        validate.group_name(group)
+        if len(self._names) >= MAX_ACK_NAMES:
+            self._names.clear()
+        self._names.add(key)
+
+    def ack(self, group: str, topic: str, handles: list[str]) -> asyncio.Future[AckErrors]:
+        """A future of the handles' results (None or the error), in their order."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[AckErrors] = loop.create_future()
+        self._pending.setdefault((group, topic), []).append((handles, fut))
+        self._count += len(handles)
+        if self._count >= MAX_ACK_GROUP:
+            self.run()
+        elif not self._scheduled:
+            self._scheduled = True
+            loop.call_soon(self.run)
+        return fut
+
+    def run(self) -> None:
+        self._scheduled = False
+        pending, self._pending, self._count = self._pending, {}, 0
+        pops = self.broker.pop
+        for (group, topic), calls in pending.items():
+            handles = [h for hs, _ in calls for h in hs]
+            try:
+                errors: AckErrors = list(pops.ack_many(group, topic, handles))
+            except Exception as e:  # noqa: BLE001 - the store refused the append: all failed
+                errors = [e] * len(handles)
+            at = 0
+            for hs, fut in calls:
+                if not fut.done():
+                    fut.set_result(errors[at:at + len(hs)])
+                at += len(hs)
+
+
+_ack_groups: weakref.WeakKeyDictionary[Broker, AckGroup] = weakref.WeakKeyDictionary()
+
+
+def ack_group(broker: Broker) -> AckGroup:
+    """The broker's ``AckGroup`` (made on first use)."""
+    group = _ack_groups.get(broker)
+    if group is None:
+        group = _ack_groups[broker] = AckGroup(broker)
+    return group
+
+
 async def ack_message(
     ctx: FrontContext, request: spb.AckMessageRequest, context: ServicerContext,
 ) -> spb.AckMessageResponse:
     group, topic = request.group.name, request.topic.name
+    acks = ack_group(ctx.broker)
     try:
-        _names(ctx, group, topic)
+        acks.names(group, topic)
         if not request.entries:
             raise FrontError(Code.BAD_REQUEST, "the request has no entries to ack")
         if len(request.entries) > MAX_ACK_ENTRIES:
             raise FrontError(Code.BAD_REQUEST, f"{len(request.entries)} entries to ack, more "
                                                f"than {MAX_ACK_ENTRIES} in one request")
-        pops = ctx.broker.pop
-    except Exception as e:  # noqa: BLE001 - every failure is answered as a v2 status
-        return spb.AckMessageResponse(status=pop_status(e, "AckMessage"))
-    try:  # one append for all: the acks of one checkpoint go as one bAck record
         handles = _current_handles(ctx, context, group, [
             (e.message_id, e.receipt_handle) for e in request.entries])
-        errors: list[BaseException | None] = list(pops.ack_many(group, topic, handles))
-    except Exception as e:  # noqa: BLE001 - the store refused the append: every entry failed
-        errors = [e] * len(request.entries)
-    entries: list[spb.AckMessageResultEntry] = []
+    except Exception as e:  # noqa: BLE001 - every failure is answered as a v2 status
+        return spb.AckMessageResponse(status=pop_status(e, "AckMessage"))
+    # one append for the calls of this iteration: the acks of one checkpoint as one bAck record
+    errors = await acks.ack(group, topic, handles)
+    response = spb.AckMessageResponse()  # filled in place: a constructor's copies cost twice
+    entries = response.entries
     codes: set[int] = set()
     for entry, err in zip(request.entries, errors, strict=True):
         st = ok() if err is None else pop_status(err, "AckMessage")
         codes.add(st.code)
-        entries.append(spb.AckMessageResultEntry(message_id=entry.message_id,
-                                                 receipt_handle=entry.receipt_handle, status=st))
+        out = entries.add()
+        out.message_id = entry.message_id
+        out.receipt_handle = entry.receipt_handle
+        out.status.CopyFrom(st)
     if len(codes) > 1:
         overall = status(Code.MULTIPLE_RESULTS, "MULTIPLE_RESULTS")
     else:
         code = codes.pop()
         overall = ok() if code == Code.OK else status(code, entries[0].status.message)
-    return spb.AckMessageResponse(status=overall, entries=entries)
+    response.status.CopyFrom(overall)
+    return response
 
 
 async def change_invisible_duration(

@@ -135,57 +135,76 @@ def _check_body_and_type(m: pb.Message, into: Inbound) -> int:
     return kind
 
 
-def _user_properties(m: pb.Message) -> dict[str, str]:
-    """User properties, tag and keys, checked."""
+@functools.lru_cache(maxsize=4096)
+def _tag_piece(tag: str) -> str:
+    """The stored ``TAGS`` property of a tag, checked (tags repeat: checked once)."""
+    validate.tag(tag)
+    return f"{TAGS}\x01{tag}\x02"
+
+
+def _user_properties(m: pb.Message, out: list[str]) -> None:
+    """User properties, tag and keys, checked, as stored property pieces added to ``out``."""
     sp = m.system_properties
     user = m.user_properties
-    if len(user) > MAX_USER_PROPERTIES:
-        raise FrontError(Code.MESSAGE_PROPERTIES_TOO_LARGE, f"{len(user)} user properties, more "
-                         f"than the max {MAX_USER_PROPERTIES}")
-    props: dict[str, str] = {}
     size = 0
-    for k, v in user.items():
-        validate.prop(k, v)
-        props[k] = v
-        size += len(k) + len(v)
-    if sp.HasField("tag") and sp.tag:
-        validate.tag(sp.tag)
-        props[TAGS] = sp.tag
-        size += len(sp.tag)
-    if sp.keys:
-        for k in sp.keys:
+    if user:
+        if len(user) > MAX_USER_PROPERTIES:
+            raise FrontError(Code.MESSAGE_PROPERTIES_TOO_LARGE, f"{len(user)} user properties, "
+                             f"more than the max {MAX_USER_PROPERTIES}")
+        for k, v in user.items():
+            validate.prop(k, v)
+            out.append(f"{k}\x01{v}\x02")
+            size += len(k) + len(v)
+    tag = sp.tag
+    if tag:
+        out.append(_tag_piece(tag))
+        size += len(tag)
+    keys = sp.keys
+    if keys:
+        ks = list(keys)
+        for k in ks:
             validate.key(k)
             size += len(k)
-        props[KEYS] = " ".join(sp.keys)
+        out.append(f"{KEYS}\x01{' '.join(ks)}\x02")
     if size > MAX_USER_PROPERTY_BYTES:
         raise FrontError(Code.MESSAGE_PROPERTIES_TOO_LARGE, f"the user properties, tag and keys "
                          f"take {size} characters, more than the max {MAX_USER_PROPERTY_BYTES}")
-    return props
+
+
+def _piece(key: str, value: str) -> str:
+    return f"{key}\x01{value}\x02"
 
 
 def _system_properties(sp: pb.SystemProperties, kind: int, into: Inbound,
-                       props: dict[str, str]) -> int:
-    """Add the system properties to ``props``; the sysFlag."""
-    props[UNIQ_KEY] = sp.message_id
+                       out: list[str]) -> int:
+    """Add the system properties' pieces to ``out``; the sysFlag."""
+    out.append(f"{UNIQ_KEY}\x01{sp.message_id}\x02")
+    if kind == NORMAL:  # no message group, delivery time or transaction
+        if sp.HasField("trace_context") and sp.trace_context:
+            out.append(_piece(TRACE_CONTEXT, sp.trace_context))
+        return SYSFLAG_COMPRESSED if sp.body_encoding == GZIP else 0
     if sp.HasField("message_group"):
         validate.message_group(sp.message_group)
-        props[SHARDING_KEY] = sp.message_group
+        out.append(_piece(SHARDING_KEY, sp.message_group))
     if sp.HasField("delivery_timestamp"):
         deliver_ms = delivery_ms(sp.delivery_timestamp)
         if deliver_ms < 0 or deliver_ms - into.now_ms > into.max_delay_ms:
             raise FrontError(Code.ILLEGAL_DELIVERY_TIME,
                              f"the delivery time {deliver_ms} ms is not within 0 .. now + "
                              f"{into.max_delay_ms} ms (timerMaxDelaySec)")
-        props[TIMER_DELIVER_MS] = str(deliver_ms)
+        out.append(_piece(TIMER_DELIVER_MS, str(deliver_ms)))
     if sp.HasField("trace_context") and sp.trace_context:
-        props[TRACE_CONTEXT] = sp.trace_context
+        out.append(_piece(TRACE_CONTEXT, sp.trace_context))
     sys_flag = SYSFLAG_COMPRESSED if sp.body_encoding == GZIP else 0
     if kind == TRANSACTION:
         sys_flag |= SYSFLAG_TRANSACTION_PREPARED
-        props[TRAN_MSG] = "true"
-        props[PGROUP] = into.topic
+        out.append(_piece(TRAN_MSG, "true"))
+        out.append(_piece(PGROUP, into.topic))
         if sp.HasField("orphaned_transaction_recovery_duration"):
-            props[CHECK_IMMUNITY] = str(max(0, sp.orphaned_transaction_recovery_duration.seconds))
+            user_set = f"{CHECK_IMMUNITY}\x01"  # not a reserved name: the system's value wins
+            out[:] = [p for p in out if not p.startswith(user_set)]
+            out.append(_piece(CHECK_IMMUNITY,
+                              str(max(0, sp.orphaned_transaction_recovery_duration.seconds))))
     return sys_flag
 
 
@@ -193,13 +212,13 @@ def convert(m: pb.Message, into: Inbound, queue_id: int) -> tuple[MessageToStore
     """One message as stored and its type; ``FrontError`` if a check fails (module docstring)."""
     kind = _check_body_and_type(m, into)
     sp = m.system_properties
-    props = _user_properties(m)
-    sys_flag = _system_properties(sp, kind, into, props)
+    pieces: list[str] = []
+    _user_properties(m, pieces)
+    sys_flag = _system_properties(sp, kind, into, pieces)
     born = sp.born_timestamp
-    born_ms = born.seconds * 1000 + born.nanos // 1_000_000 if sp.HasField("born_timestamp") else 0
+    born_ms = born.seconds * 1000 + born.nanos // 1_000_000
     return MessageToStore(
-        into.topic, m.body, queue_id, 0,
-        "".join(f"{k}\x01{v}\x02" for k, v in props.items()),
+        into.topic, m.body, queue_id, 0, "".join(pieces),
         sys_flag, born_ms if born_ms > 0 else into.now_ms, into.born_host, into.born_port,
     ), kind
 

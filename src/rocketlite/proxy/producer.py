@@ -5,7 +5,13 @@ SendMessage: the request's messages go to one topic, whose checks (broker and to
 created when allowed) are the Remoting send's (``broker.send_service.topic_for_send``); each
 message is checked and converted by ``convert_in`` (the first refusal answers the whole request,
 nothing is stored, as the Java proxy does), sent through the broker's diverters (transaction half
-messages, timers) and the request's messages are stored with ONE ``put_messages`` call. Queue: a
+messages, timers). The messages of the SendMessage requests checked in one loop iteration (a
+client's window of calls in flight arrives in one read) are stored together with ONE
+``put_messages`` call (``SendGroup``, one per broker): the store's lock, write, dispatch round
+and group-commit wait are paid once per group, not per call. Each request keeps its own answer:
+a request refused by its checks is answered alone and is not in the group; when the store
+refuses the group's messages as illegal, each request is stored alone so that only the culprit's
+is refused; other store errors answer every request of the group. Queue: a
 message with a message group goes to ``consistent_hash(String.hashCode(group), writeQueueNums)``
 (Guava's ``Hashing.consistentHash``, the Java proxy's choice: stable, so one group stays in one
 queue); the others of a request share one queue picked at random. Each entry is answered with
@@ -22,10 +28,14 @@ from __future__ import annotations
 
 import asyncio
 import random
+import weakref
+from collections.abc import Sequence
 from concurrent.futures import Future
+from typing import TYPE_CHECKING
 
 from rocketlite.broker.send import may_divert
 from rocketlite.broker.send_service import topic_for_send
+from rocketlite.broker.timer_divert import TIMER_TOPIC
 from rocketlite.broker.topics import AUTO_CREATE_TOPIC
 from rocketlite.common.errors import FlushTimeoutError, MessageIllegalError
 from rocketlite.formats.javahash import java_string_hash
@@ -39,10 +49,16 @@ from rocketlite.proxy.recall import handle_for
 from rocketlite.proxy.route import accepted_types
 from rocketlite.proxy.status import Code, FrontError, error_status, ok, status
 from rocketlite.proxy.transaction import end_transaction as end_transaction
+from rocketlite.store.message import AppendResult, MessageToStore
+
+if TYPE_CHECKING:
+    from rocketlite.broker.broker import Broker
 
 __all__ = ["consistent_hash", "end_transaction", "send_message"]
 
 MAX_MESSAGES = 1024  # per request
+MAX_TOPIC_NAMES = 4096  # valid topic names remembered per broker
+MAX_GROUP = 4096  # messages of one group append; a fuller group is appended at once
 TRANSACTION = int(pb.MessageType.TRANSACTION)
 DELAY = int(pb.MessageType.DELAY)
 _MASK64 = (1 << 64) - 1
@@ -79,6 +95,113 @@ async def _flushed(ctx: FrontContext, flushed: Future[None]) -> pb.Status | None
     return None
 
 
+Stored = tuple[list[AppendResult], "Future[None] | None"]
+
+
+class SendGroup:
+    """The messages of the requests checked in one loop iteration, appended together at its end
+    (module docstring). ``put`` returns a future of the request's results and the group commit's
+    future (SYNC_FLUSH), or of the error that refused the request's messages."""
+
+    __slots__ = ("_msgs", "_scheduled", "_topics", "_waiting", "broker")
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._topics: set[str] = set()  # names that passed ``validate.topic_name``
+        self._msgs: list[MessageToStore] = []
+        self._waiting: list[tuple[int, asyncio.Future[Stored]]] = []  # (message count, answer)
+        self._scheduled = False
+
+    def topic_name(self, name: str) -> str:
+        """``validate.topic_name`` against the broker's config, remembered for names that pass
+        (at most ``MAX_TOPIC_NAMES``; the broker's names are fixed while it runs)."""
+        if name in self._topics:
+            return name
+        validate.topic_name(name, self.broker.config)
+        if len(self._topics) >= MAX_TOPIC_NAMES:
+            self._topics.clear()
+        self._topics.add(name)
+        return name
+
+    def put(self, msgs: list[MessageToStore]) -> asyncio.Future[Stored]:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Stored] = loop.create_future()
+        self._msgs += msgs
+        self._waiting.append((len(msgs), fut))
+        if len(self._msgs) >= MAX_GROUP:
+            self.append()
+        elif not self._scheduled:
+            self._scheduled = True
+            loop.call_soon(self.append)
+        return fut
+
+    def append(self) -> None:
+        """Store the queued messages with one ``put_messages`` and answer each request."""
+        self._scheduled = False
+        waiting, msgs = self._waiting, self._msgs
+        if not waiting:
+            return
+        self._waiting, self._msgs = [], []
+        broker = self.broker
+        try:
+            put = broker.store.put_messages(msgs)
+        except MessageIllegalError as e:
+            if len(waiting) > 1:  # which request's message: each stored alone
+                self._alone(waiting, msgs)
+                return
+            self._fail(waiting, e)
+            return
+        except Exception as e:  # noqa: BLE001 - nothing stored: every request gets the error
+            self._fail(waiting, e)
+            return
+        broker.stats.put_messages += len(msgs)
+        results, flushed = put.results, put.flushed
+        if len(waiting) == 1:
+            fut = waiting[0][1]
+            if not fut.done():
+                fut.set_result((results, flushed))
+            return
+        at = 0
+        for n, fut in waiting:
+            if not fut.done():  # a request cancelled meanwhile: stored all the same
+                fut.set_result((results[at:at + n], flushed))
+            at += n
+
+    @staticmethod
+    def _fail(waiting: list[tuple[int, asyncio.Future[Stored]]], e: Exception) -> None:
+        for _, fut in waiting:
+            if not fut.done():
+                fut.set_exception(e)
+
+    def _alone(self, waiting: list[tuple[int, asyncio.Future[Stored]]],
+               msgs: Sequence[MessageToStore]) -> None:
+        """Each request's messages in their own ``put_messages``: only the refused are refused."""
+        broker = self.broker
+        at = 0
+        for n, fut in waiting:
+            mine, at = msgs[at:at + n], at + n
+            try:
+                put = broker.store.put_messages(mine)
+            except Exception as e:  # noqa: BLE001 - this request's error
+                if not fut.done():
+                    fut.set_exception(e)
+                continue
+            broker.stats.put_messages += n
+            if not fut.done():
+                fut.set_result((put.results, put.flushed))
+
+
+_groups: weakref.WeakKeyDictionary[Broker, SendGroup] = weakref.WeakKeyDictionary()
+
+
+def send_group(broker: Broker) -> SendGroup:
+    """The broker's ``SendGroup`` (made on first use)."""
+    group = _groups.get(broker)
+    if group is None:
+        group = _groups[broker] = SendGroup(broker)
+    return group
+
+
 async def send_message(
     ctx: FrontContext, request: spb.SendMessageRequest, context: ServicerContext,
 ) -> spb.SendMessageResponse:
@@ -91,7 +214,8 @@ async def send_message(
             raise FrontError(Code.BAD_REQUEST, f"{n} messages in one request, more than "
                              f"{MAX_MESSAGES}")
         broker = ctx.broker
-        topic = validate.topic_name(msgs[0].topic, broker.config)
+        group = send_group(broker)
+        topic = group.topic_name(msgs[0].topic.name)
         tc = topic_for_send(broker, topic, AUTO_CREATE_TOPIC, broker.config.default_topic_queue_nums)
         host, port = peer_address(context)
         into = Inbound(topic, accepted_types(tc), broker.store_config.max_message_size,
@@ -117,17 +241,23 @@ async def send_message(
     except Exception as e:  # noqa: BLE001 - refused whole, with its status
         return _refused(n, error_status(e))
     try:
-        put = broker.store.put_messages(stored)
+        results, flushed = await group.put(stored)
     except Exception as e:  # noqa: BLE001 - nothing stored: answered with the error
         return _refused(n, error_status(e))
-    broker.stats.put_messages += n
     st = ok()
-    if put.flushed is not None and not (put.flushed.done() and put.flushed.exception() is None):
-        st = await _flushed(ctx, put.flushed) or st
-    store = broker.store
-    entries = [spb.SendResultEntry(
-        status=st, message_id=m.system_properties.message_id, offset=r.queue_offset,
-        transaction_id=store.message_id(r.commit_log_offset) if t else "",
-        recall_handle=handle_for(s, broker.config.broker_name),
-    ) for m, s, r, t in zip(msgs, stored, put.results, txn, strict=True)]
-    return spb.SendMessageResponse(status=st, entries=entries)
+    if flushed is not None and not (flushed.done() and flushed.exception() is None):
+        st = await _flushed(ctx, flushed) or st
+    response = spb.SendMessageResponse()  # filled in place: a constructor's copies cost twice
+    response.status.CopyFrom(st)
+    entries = response.entries
+    broker_name = broker.config.broker_name
+    for m, s, r, t in zip(msgs, stored, results, txn, strict=True):
+        entry = entries.add()
+        entry.status.CopyFrom(st)
+        entry.message_id = m.system_properties.message_id
+        entry.offset = r.queue_offset
+        if t:
+            entry.transaction_id = broker.store.message_id(r.commit_log_offset)
+        elif s.topic == TIMER_TOPIC:
+            entry.recall_handle = handle_for(s, broker_name)
+    return response

@@ -395,3 +395,47 @@ async def test_close_cuts_off_calls_still_running_after_the_grace() -> None:
         assert not s.connections
     finally:
         await c.close()
+
+
+class CountingTransport:
+    """The server side's transport, its writes recorded (everything else passed through)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(bytes(data))
+        self.inner.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def data_frames(written: bytes) -> list[Frame]:
+    frames, used, _ = f.split_frames(written, 1 << 24)
+    assert used == len(written)
+    return [fr for fr in frames if fr[0] == f.DATA]
+
+
+async def test_a_batch_of_answers_goes_out_in_one_write(server: tuple[H2Server, Echo]) -> None:
+    s, _ = server
+    c = await Client.connect(port(s))
+    await c.until(f.SETTINGS)
+    [conn] = s.connections
+    counting = CountingTransport(conn.transport)
+    conn.transport = counting  # type: ignore[assignment]
+    c.call(1, "/t.S/Many", b"32")  # a server stream: 32 messages of 1000 bytes
+    messages, trailers = await c.answer(1)
+    assert len(messages) == 32 and trailers == {"grpc-status": "0"}
+    with_data = [w for w in counting.writes if data_frames(w)]
+    assert len(with_data) == 1 and len(data_frames(with_data[0])) == 32
+    counting.writes.clear()
+    c.send(*(f.frame(f.HEADERS, f.END_HEADERS, sid, c.request_block("/t.S/Echo"))
+             + f.frame(f.DATA, f.END_STREAM, sid, f.message(b"u%d" % sid))
+             for sid in (3, 5, 7)))  # three unary calls read together
+    for sid in (3, 5, 7):
+        assert (await c.answer(sid))[0] == [b"u%d" % sid]
+    with_data = [w for w in counting.writes if data_frames(w)]
+    assert len(with_data) == 1 and len(data_frames(with_data[0])) == 3
+    await c.close()

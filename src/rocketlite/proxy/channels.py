@@ -97,6 +97,13 @@ class TelemetryChannel:
             recover_orphaned_transaction_command=spb.RecoverOrphanedTransactionCommand(
                 message=message, transaction_id=tid)))
 
+    def retire(self) -> None:
+        """Take no more commands, but leave the client's stream open for the client to end: a
+        client that says it terminates (NotifyClientTermination) closes its Telemetry stream
+        itself, as with Apache's proxy (a 5.x client whose server ends the stream first logs a
+        read error)."""
+        self._out = None
+
     def close(self) -> None:
         out, self._out = self._out, None
         if out is not None:

@@ -128,7 +128,7 @@ async def notify_client_termination(
             raise FrontError(Code.UNRECOGNIZED_CLIENT_TYPE,
                              f"client {cid} is unknown here (no heartbeat or settings)")
         _leave(ctx, session)
-        session.channel.close()
+        session.channel.retire()
         return spb.NotifyClientTerminationResponse(status=ok())
     except Exception as e:  # noqa: BLE001 - every failure is answered with its status
         return spb.NotifyClientTerminationResponse(status=error_status(e))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+import grpc
 from grpchelp import CLIENT_ID, GrpcEnv, client_metadata
 from sendhelp import Stream, consumer_settings, producer_settings
 
@@ -143,3 +144,25 @@ async def test_an_idle_session_is_swept_and_leaves_its_group(g: GrpcEnv) -> None
     assert g.front.sweep() == 1
     assert g.broker.consumers.get("G2") is None
     assert g.front.ctx.sessions.get(CLIENT_ID) is None
+
+
+async def test_termination_leaves_the_telemetry_stream_for_the_client_to_end(g: GrpcEnv) -> None:
+    """As Apache's proxy: NotifyClientTermination takes the client out of its groups but does not
+    end its Telemetry stream (a 5.x client reads a server's end as an error); the client ends it."""
+    s = Stream(g)
+    try:
+        await s.send(spb.TelemetryCommand(settings=producer_settings("T1")))
+        assert (await s.recv()).status.code == pb.Code.OK
+        r = await g.stub.NotifyClientTermination(spb.NotifyClientTerminationRequest(),
+                                                 timeout=5, metadata=client_metadata())
+        assert r.status.code == pb.Code.OK
+        assert g.front.ctx.sessions.get(CLIENT_ID) is None
+        assert list(g.broker.producers.channels("T1")) == []
+        read = asyncio.ensure_future(s.call.read())
+        done, _ = await asyncio.wait({read}, timeout=0.3)
+        assert not done, "the server ended the stream"
+        await s.out.put(None)  # the client ends its side: the server's side ends too
+        end = await asyncio.wait_for(read, 5)
+        assert end is grpc.aio.EOF
+    finally:
+        await s.close()

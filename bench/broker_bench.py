@@ -400,7 +400,7 @@ def broker_process(flush: str = "ASYNC_FLUSH", store: Path | None = None,
         path.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
         extra = ["--conf", str(path)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rocketlite", "start", "--store", str(store),
+        [sys.executable, "-m", "rocketlite", "start", "--grpc-port", "0", "--store", str(store),
          "--namesrv-port", str(ns), "--broker-port", str(port), "--flush", flush,
          "--log-level", "WARNING", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

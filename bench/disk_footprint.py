@@ -69,7 +69,7 @@ def main() -> None:
     store = root / "store"
     shutil.rmtree(store, ignore_errors=True)
     ns, bp = free_port(), free_port()
-    cmd = [sys.executable, "-m", "rocketlite", "start", "--store", str(store),
+    cmd = [sys.executable, "-m", "rocketlite", "start", "--grpc-port", "0", "--store", str(store),
            "--namesrv-port", str(ns), "--broker-port", str(bp), "--log-level", "WARNING"]
     if args.conf:
         cmd += ["-c", args.conf]

@@ -107,7 +107,7 @@ def wait_port(port: int, timeout: float = 30.0) -> None:
 
 def start_args(store: Path, conf: Path, flush: str | None = None) -> list[str]:
     """``rocketlite start`` on free ports with this store and broker.conf (and flush type)."""
-    return ["start", "--store", str(store), "-c", str(conf),
+    return ["start", "--grpc-port", "0", "--store", str(store), "-c", str(conf),
             *(["--flush", flush] if flush else []),
             "--namesrv-port", str(free_port()), "--broker-port", str(free_port())]
 

@@ -68,7 +68,8 @@ def test_delayed_messages_survive_sigkill(tmp_path: Path, kill_after_s: float) -
                     "messageDelayLevel=1s 2s 3s\n"
                     "flushDelayOffsetInterval=1000\n", encoding="utf-8")
     ns_port, broker_port = free_port(), free_port()
-    args = ["start", "--store", str(store), "-c", str(conf), "--namesrv-port", str(ns_port),
+    args = ["start", "--grpc-port", "0", "--store", str(store), "-c", str(conf),
+            "--namesrv-port", str(ns_port),
             "--broker-port", str(broker_port)]
     n = 2000
     with ServerProcess(args, tmp_path / "first.log") as first:

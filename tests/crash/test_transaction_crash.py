@@ -38,7 +38,8 @@ Half = tuple[str, int, int]  # uniq key, half queue offset, CommitLog offset
 
 
 def start_args(store: Path, conf: Path, ns_port: int, broker_port: int) -> list[str]:
-    return ["start", "--store", str(store), "-c", str(conf), "--namesrv-port", str(ns_port),
+    return ["start", "--grpc-port", "0", "--store", str(store), "-c", str(conf),
+            "--namesrv-port", str(ns_port),
             "--broker-port", str(broker_port)]
 
 

@@ -71,7 +71,7 @@ def test_resend_dlq_command(tmp_path: Path) -> None:
                     "defaultTopicQueueNums=2\n", encoding="utf-8")
     ns_port, broker_port = free_port(), free_port()
     ns, addr = f"127.0.0.1:{ns_port}", f"127.0.0.1:{broker_port}"
-    args = ["start", "--store", str(tmp_path / "store"), "-c", str(conf),
+    args = ["start", "--grpc-port", "0", "--store", str(tmp_path / "store"), "-c", str(conf),
             "--namesrv-port", str(ns_port), "--broker-port", str(broker_port)]
     with ServerProcess(args, tmp_path / "start.log") as server:
         server.wait_ready()

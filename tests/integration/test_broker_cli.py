@@ -8,6 +8,7 @@ import asyncio
 import re
 from pathlib import Path
 
+import grpc
 import pytest
 
 from brokerhelp import ServerProcess, free_port, pull_queue, send_request
@@ -15,6 +16,9 @@ from rocketlite.formats.message_id import decode_message_id
 from rocketlite.protocol.bodies import ClusterInfo, TopicRouteData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
+from rocketlite.proxy.pb import definition_pb2 as dpb
+from rocketlite.proxy.pb import service_pb2 as spb
+from rocketlite.proxy.pb.service_pb2_grpc import MessagingServiceStub
 from rocketlite.remoting.client import RemotingClient
 
 pytestmark = pytest.mark.integration
@@ -47,8 +51,8 @@ async def _send_and_route(broker_addr: str, ns_addr: str) -> tuple[RemotingComma
 def test_start_serves_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     store = tmp_path / "store"
     ns_port, broker_port = free_port(), free_port()
-    args = ["start", "--store", str(store), "--namesrv-port", str(ns_port),
-            "--broker-port", str(broker_port)]
+    args = ["start", "--grpc-port", "0", "--store", str(store),
+            "--namesrv-port", str(ns_port), "--broker-port", str(broker_port)]
     with ServerProcess(args, tmp_path / "start.log") as p:
         line = p.wait_ready()
         assert f"127.0.0.1:{ns_port}" in line and str(broker_port) in line
@@ -66,8 +70,8 @@ def test_start_serves_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
 
 def test_the_ready_line_names_the_port_bound_for_port_zero(tmp_path: Path) -> None:
     ns_port = free_port()
-    args = ["start", "--store", str(tmp_path / "store"), "--namesrv-port", str(ns_port),
-            "--broker-port", "0"]
+    args = ["start", "--grpc-port", "0", "--store", str(tmp_path / "store"),
+            "--namesrv-port", str(ns_port), "--broker-port", "0"]
     with ServerProcess(args, tmp_path / "start.log") as p:
         line = p.wait_ready()
         match = re.search(r"broker \S+ at [\d.]+:(\d+)", line)
@@ -77,6 +81,29 @@ def test_the_ready_line_names_the_port_bound_for_port_zero(tmp_path: Path) -> No
         reply, route = asyncio.run(_send_and_route(f"127.0.0.1:{port}", f"127.0.0.1:{ns_port}"))
         assert decode_message_id(reply.ext_fields["msgId"])[1] == port
         assert route.brokerDatas[0].brokerAddrs == {0: f"127.0.0.1:{port}"}
+        grpc_match = re.search(r"gRPC [\d.]+:(\d+)", line)
+        assert grpc_match is not None and int(grpc_match.group(1)) != 0, line
+        assert asyncio.run(_grpc_answers(int(grpc_match.group(1))))
+        assert p.stop() == 0, p.log()
+
+
+async def _grpc_answers(port: int) -> bool:
+    """The gRPC front answers an RPC on ``port`` (with a v2 status)."""
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        r = await MessagingServiceStub(channel).SyncLiteSubscription(
+            spb.SyncLiteSubscriptionRequest(), timeout=10)
+        return r.status.code == dpb.Code.NOT_IMPLEMENTED
+    finally:
+        await channel.close()
+
+
+def test_no_grpc_leaves_the_front_out(tmp_path: Path) -> None:
+    args = ["start", "--no-grpc", "--store", str(tmp_path / "store"),
+            "--namesrv-port", str(free_port()), "--broker-port", "0"]
+    with ServerProcess(args, tmp_path / "start.log") as p:
+        line = p.wait_ready()
+        assert "gRPC" not in line, line
         assert p.stop() == 0, p.log()
 
 
@@ -110,7 +137,7 @@ def test_namesrv_and_broker_as_separate_processes(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     with ServerProcess(["namesrv", "--port", str(ns_port)], tmp_path / "ns.log") as ns, \
-            ServerProcess(["broker", "-c", str(conf)], tmp_path / "broker.log") as broker:
+            ServerProcess(["broker", "--grpc-port", "0", "-c", str(conf)], tmp_path / "broker.log") as broker:
         ns.wait_ready()
         broker.wait_ready()
         info = asyncio.run(_cluster(f"127.0.0.1:{ns_port}"))
@@ -124,7 +151,7 @@ def test_namesrv_and_broker_as_separate_processes(tmp_path: Path) -> None:
 def test_a_bad_broker_conf_is_refused(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text("brokerId=-1\n", encoding="utf-8")
-    with ServerProcess(["broker", "-c", str(conf), "--store", str(tmp_path / "s")],
+    with ServerProcess(["broker", "--grpc-port", "0", "-c", str(conf), "--store", str(tmp_path / "s")],
                        tmp_path / "b.log") as p:
         code = p.wait(60)
     assert code != 0

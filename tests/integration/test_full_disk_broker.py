@@ -60,7 +60,7 @@ class Broker:
     def start(self) -> tuple[ServerProcess, str, str]:
         self.runs += 1
         ns, bp = free_port(), free_port()
-        args = ["start", "--store", str(self.store), "-c", str(self.conf),
+        args = ["start", "--grpc-port", "0", "--store", str(self.store), "-c", str(self.conf),
                 "--namesrv-port", str(ns), "--broker-port", str(bp)]
         log = self.log_dir / f"broker-{self.runs}.log"
         if self.kind == "quota":

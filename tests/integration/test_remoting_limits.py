@@ -56,7 +56,7 @@ def broker(tmp_path: Path, **conf: str) -> Iterator[tuple[ServerProcess, str]]:
     ns_port, broker_port = free_port(), free_port()
     conf_file = tmp_path / "broker.conf"
     conf_file.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
-    args = ["start", "--store", str(tmp_path / "store"), "--namesrv-port", str(ns_port),
+    args = ["start", "--grpc-port", "0", "--store", str(tmp_path / "store"), "--namesrv-port", str(ns_port),
             "--broker-port", str(broker_port), "-c", str(conf_file)]
     with ServerProcess(args, tmp_path / "broker.log") as p:
         p.wait_ready()

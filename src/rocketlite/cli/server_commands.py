@@ -29,6 +29,8 @@ from rocketlite.common import native
 from rocketlite.common.errors import ConfigError
 from rocketlite.formats.index_layout import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from rocketlite.namesrv.server import NameServer
+from rocketlite.proxy.config import ProxyConfig
+from rocketlite.proxy.server import GrpcFront
 from rocketlite.store import store_reader
 from rocketlite.store.config import StoreConfig, read_properties_file
 
@@ -48,8 +50,8 @@ def setup_logging(level: str) -> None:
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
 
 
-def load_configs(conf: Path | None, overrides: dict[str, str],
-                 defaults: dict[str, str] | None = None) -> tuple[BrokerConfig, StoreConfig]:
+def load_properties(conf: Path | None, overrides: dict[str, str],
+                    defaults: dict[str, str] | None = None) -> dict[str, str]:
     """broker.conf (RocketMQ keys) with command-line overrides on top; ``defaults`` for the keys
     neither sets (only where the store has no files of that kind yet: see ``existing_sizes``)."""
     props = read_properties_file(conf) if conf is not None else {}
@@ -59,7 +61,54 @@ def load_configs(conf: Path | None, overrides: dict[str, str],
         root = Path(props["storePathRootDir"]).expanduser()
         for key, value in {**defaults, **existing_sizes(root)}.items():
             props.setdefault(key, value)
+    return props
+
+
+def load_configs(conf: Path | None, overrides: dict[str, str],
+                 defaults: dict[str, str] | None = None) -> tuple[BrokerConfig, StoreConfig]:
+    """The broker's and the store's configs from ``load_properties``."""
+    props = load_properties(conf, overrides, defaults)
     return BrokerConfig.from_properties(props), StoreConfig.from_properties(props)
+
+
+def _server_configs(conf: Path | None, overrides: dict[str, str],
+                    defaults: dict[str, str] | None = None
+                    ) -> tuple[BrokerConfig, StoreConfig, ProxyConfig]:
+    try:
+        props = load_properties(conf, overrides, defaults)
+        return (BrokerConfig.from_properties(props), StoreConfig.from_properties(props),
+                ProxyConfig.from_properties(props))
+    except ConfigError as e:
+        raise typer.BadParameter(str(e)) from e
+
+
+class BrokerWithFront:
+    """A broker and, unless ``enableGrpcServer=false``, the gRPC front on ``grpcServerPort``:
+    the front starts after the broker (its routes name the broker's topics) and stops first."""
+
+    def __init__(self, broker: Broker, proxy: ProxyConfig) -> None:
+        self.broker = broker
+        self.front = (GrpcFront(broker, proxy.grpc_server_port)
+                      if proxy.enable_grpc_server else None)
+
+    async def start(self) -> None:
+        await self.broker.start()
+        if self.front is not None:
+            try:
+                await self.front.start()
+            except BaseException:
+                await self.broker.close()
+                raise
+
+    async def close(self) -> None:
+        try:
+            if self.front is not None:
+                await self.front.close()
+        finally:
+            await self.broker.close()
+
+    def describe(self) -> str:
+        return "" if self.front is None else f", gRPC {self.front.address}"
 
 
 def existing_sizes(root: Path) -> dict[str, str]:
@@ -118,8 +167,13 @@ def run_until_signalled(start: Callable[[], Awaitable[None]], stop: Callable[[],
 
 
 def _overrides(store: Path | None, broker_port: int | None, namesrv_addr: str | None,
-               flush: str | None) -> dict[str, str]:
+               flush: str | None, grpc_port: int | None = None, no_grpc: bool = False
+               ) -> dict[str, str]:
     out: dict[str, str] = {}
+    if grpc_port is not None:
+        out["grpcServerPort"] = str(grpc_port)
+    if no_grpc:
+        out["enableGrpcServer"] = "false"
     if store is not None:
         out["storePathRootDir"] = str(store)
     if broker_port is not None:
@@ -137,6 +191,10 @@ ConfOpt = Annotated[Path | None, typer.Option("-c", "--conf", help="broker.conf 
 LogOpt = Annotated[str, typer.Option(help="log level")]
 FlushOpt = Annotated[str | None, typer.Option(
     "--flush", help="flushDiskType: ASYNC_FLUSH or SYNC_FLUSH")]
+GrpcPortOpt = Annotated[int | None, typer.Option(
+    help="gRPC port for RocketMQ 5.x clients (grpcServerPort) [default: 8081]")]
+NoGrpcOpt = Annotated[bool, typer.Option(
+    "--no-grpc", help="do not serve the gRPC front (enableGrpcServer=false)")]
 
 
 def start(
@@ -145,21 +203,22 @@ def start(
     namesrv_port: Annotated[int, typer.Option(help="NameServer port")] = 9876,
     broker_port: Annotated[int | None, typer.Option(help="broker port (listenPort)")] = None,
     flush: FlushOpt = None,
+    grpc_port: GrpcPortOpt = None,
+    no_grpc: NoGrpcOpt = False,
     log_level: LogOpt = "INFO",
 ) -> None:
-    """Start a NameServer and a broker in one process (the quickest way to a working broker).
+    """Start a NameServer and a broker in one process (the quickest way to a working broker),
+    with the gRPC front for RocketMQ 5.x clients on 8081.
     A new store gets laptop-sized files: 64 MiB CommitLog segments, a 42 MB IndexFile; RocketMQ's
     sizes are one broker.conf key away (mappedFileSizeCommitLog, maxHashSlotNum, maxIndexNum)."""
     setup_logging(log_level)
-    overrides = _overrides(store, broker_port, f"127.0.0.1:{namesrv_port}", flush)
-    try:
-        bcfg, scfg = load_configs(conf, overrides, START_DEFAULTS)
-    except ConfigError as e:
-        raise typer.BadParameter(str(e)) from e
+    overrides = _overrides(store, broker_port, f"127.0.0.1:{namesrv_port}", flush, grpc_port,
+                           no_grpc)
+    bcfg, scfg, pcfg = _server_configs(conf, overrides, START_DEFAULTS)
     namesrv = NameServer("0.0.0.0", namesrv_port,
                          kv_config_path=scfg.store_path_root_dir / "namesrv" / "kvConfig.json",
                          limits=bcfg.remoting_limits())
-    broker = Broker(bcfg, scfg)
+    broker = BrokerWithFront(Broker(bcfg, scfg), pcfg)
 
     async def up() -> None:
         await namesrv.start()
@@ -175,7 +234,8 @@ def start(
 
     run_until_signalled(up, down, lambda: (
         f"NameServer 127.0.0.1:{namesrv.port}, broker {bcfg.broker_name} at "
-        f"{scfg.broker_ip1}:{broker.port}, store {scfg.store_path_root_dir}"))
+        f"{scfg.broker_ip1}:{broker.broker.port}{broker.describe()}, "
+        f"store {scfg.store_path_root_dir}"))
 
 
 def namesrv(
@@ -196,15 +256,16 @@ def broker(
     namesrv_addr: Annotated[str | None, typer.Option(
         "-n", "--namesrv-addr", help="NameServers, host:port;host:port")] = None,
     flush: FlushOpt = None,
+    grpc_port: GrpcPortOpt = None,
+    no_grpc: NoGrpcOpt = False,
     log_level: LogOpt = "INFO",
 ) -> None:
-    """Start a broker alone; it registers with every NameServer in namesrvAddr."""
+    """Start a broker alone; it registers with every NameServer in namesrvAddr and serves the
+    gRPC front for RocketMQ 5.x clients (unless --no-grpc)."""
     setup_logging(log_level)
-    try:
-        bcfg, scfg = load_configs(conf, _overrides(store, broker_port, namesrv_addr, flush))
-    except ConfigError as e:
-        raise typer.BadParameter(str(e)) from e
-    b = Broker(bcfg, scfg)
+    bcfg, scfg, pcfg = _server_configs(
+        conf, _overrides(store, broker_port, namesrv_addr, flush, grpc_port, no_grpc))
+    b = BrokerWithFront(Broker(bcfg, scfg), pcfg)
     run_until_signalled(b.start, b.close, lambda: (
-        f"broker {bcfg.broker_name} at {scfg.broker_ip1}:{b.port}, NameServers "
-        f"{bcfg.namesrv_addr}, store {scfg.store_path_root_dir}"))
+        f"broker {bcfg.broker_name} at {scfg.broker_ip1}:{b.broker.port}{b.describe()}, "
+        f"NameServers {bcfg.namesrv_addr}, store {scfg.store_path_root_dir}"))

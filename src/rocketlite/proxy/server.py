@@ -1,0 +1,63 @@
+"""``GrpcFront``: the ``grpc.aio`` server of the gRPC front on ``grpcServerPort`` (8081, the
+Java proxy's port; 0 picks a free one), started after the broker and stopped before it.
+
+It advertises ``brokerIP1`` and the bound port in routes: the 5.x clients send and receive
+through the endpoints a route names, so those must reach this server."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import grpc
+
+from rocketlite.proxy.context import FrontContext
+from rocketlite.proxy.pb import service_pb2_grpc
+from rocketlite.proxy.service import MessagingServicer
+from rocketlite.proxy.sessions import Sessions
+
+if TYPE_CHECKING:
+    from rocketlite.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PORT = 8081
+MAX_MESSAGE_BYTES = 130 << 20  # a 128 MiB body (the client's max_body_size) plus its envelope
+STOP_GRACE_S = 2.0
+
+
+class GrpcFront:
+    def __init__(self, broker: Broker, port: int = DEFAULT_PORT, host: str = "0.0.0.0") -> None:
+        self.broker = broker
+        self.bind_host = host
+        self.requested_port = port
+        self.ctx = FrontContext(broker, broker.store_config.broker_ip1, port, Sessions())
+        self._server: grpc.aio.Server | None = None
+
+    @property
+    def port(self) -> int:
+        return self.ctx.port
+
+    @property
+    def address(self) -> str:
+        return f"{self.ctx.host}:{self.ctx.port}"
+
+    async def start(self) -> None:
+        server = grpc.aio.server(options=[
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.so_reuseport", 0),
+        ])
+        service_pb2_grpc.add_MessagingServiceServicer_to_server(MessagingServicer(self.ctx), server)
+        bound = server.add_insecure_port(f"{self.bind_host}:{self.requested_port}")
+        if bound == 0:
+            raise OSError(f"the gRPC front cannot listen on {self.bind_host}:{self.requested_port}")
+        self.ctx.port = bound
+        await server.start()
+        self._server = server
+        log.info("gRPC front (apache.rocketmq.v2) listening on %s", self.address)
+
+    async def close(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            await server.stop(STOP_GRACE_S)

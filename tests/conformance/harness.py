@@ -35,13 +35,18 @@ from rocketlite.formats.properties import KEYS, decode_properties
 ROOT = Path(__file__).resolve().parents[2]
 ONS_DIR = ROOT / "conformance" / "ali-ons"
 CPP_DIR = ROOT / "conformance" / "cpp"
+G5PY_DIR = ROOT / "conformance" / "grpc-python"  # run by rocketmq-python-client 5.1.2
+NODE5_DIR = ROOT / "conformance" / "nodejs5"  # rocketmq-client-nodejs 1.0.8
 READY_LINE = "rocketlite ready"
 BROKER_READY_TIMEOUT_S = 30.0
 BROKER_STOP_TIMEOUT_S = 20.0
 # The broker command; ROCKETLITE_CONFORMANCE_BROKER_CMD overrides it (same placeholders), e.g. to
-# run the suite against another RocketMQ-compatible broker that prints the ready line.
+# run the suite against another RocketMQ-compatible broker that prints the ready line. Every
+# broker gets its own gRPC port (the front's default, 8081, would clash between runs); the ready
+# line names it (``, gRPC 127.0.0.1:P``), or else it is {grpc_port}.
 BROKER_CMD = ("{python} -m rocketlite start --store-dir {store_dir} "
-              "--namesrv-port {namesrv_port} --broker-port {broker_port}")
+              "--namesrv-port {namesrv_port} --broker-port {broker_port} --grpc-port {grpc_port}")
+READY_GRPC = re.compile(r"gRPC (\S+?:\d+)")
 
 Event = dict[str, Any]
 
@@ -213,12 +218,15 @@ class BrokerProcess:
         self.log_path = log_path
         self.namesrv_port = free_port()
         self.broker_port = free_port()
-        while self.broker_port == self.namesrv_port:
-            self.broker_port = free_port()
+        self.grpc_port = free_port()
+        while len({self.namesrv_port, self.broker_port, self.grpc_port}) < 3:
+            self.broker_port, self.grpc_port = free_port(), free_port()
         template = os.environ.get("ROCKETLITE_CONFORMANCE_BROKER_CMD", BROKER_CMD)
         self.argv = [part.format(python=sys.executable, store_dir=store_dir,
-                                 namesrv_port=self.namesrv_port, broker_port=self.broker_port)
+                                 namesrv_port=self.namesrv_port, broker_port=self.broker_port,
+                                 grpc_port=self.grpc_port)
                      for part in shlex.split(template)]
+        self.grpc_addr = f"127.0.0.1:{self.grpc_port}"
         if conf:
             conf_path = store_dir.parent / "broker.conf"
             conf_path.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
@@ -251,6 +259,10 @@ class BrokerProcess:
                 raise AssertionError(f"the broker did not print {READY_LINE!r} within {timeout} "
                                      f"s: killed\n{self.describe()}")
             time.sleep(0.05)
+        ready = [line for line in _lines(self.log_path) if READY_LINE in line]
+        named = READY_GRPC.search(ready[0]) if ready else None
+        if named:  # the port the front bound, as the ready line names it
+            self.grpc_addr = named.group(1).replace("0.0.0.0:", "127.0.0.1:")
 
     def stop(self, timeout: float = BROKER_STOP_TIMEOUT_S) -> int:
         """SIGTERM, then wait; SIGKILL and fail if it does not stop within ``timeout``."""
@@ -415,6 +427,9 @@ class Clients:
     cpp_python: Path
     cpp_dir: Path
     setup_output: str
+    g5_python: Path = Path("python3")  # .conformance-venv5/bin/python
+    g5_dir: Path = G5PY_DIR
+    node5_dir: Path = NODE5_DIR
 
 
 class Conformance:
@@ -444,9 +459,18 @@ class Conformance:
     def start_broker(self) -> None:
         self.broker.start()
 
-    def create_topic(self, topic: str, queues: int = 4) -> None:
-        """Create ``topic`` as the admin tool does, and wait until the NameServer routes it."""
-        r = remoting_admin.create_topic(self.broker.broker_addr, topic, queues)
+    def create_topic(self, topic: str, queues: int = 4, message_type: str | None = None) -> None:
+        """Create ``topic`` as the admin tool does, and wait until the NameServer routes it.
+        ``message_type`` (NORMAL, FIFO, DELAY, TRANSACTION) is the 5.x topic attribute, sent as
+        ``mqadmin updateTopic -a +message.type=FIFO`` sends it."""
+        if message_type is None:
+            r = remoting_admin.create_topic(self.broker.broker_addr, topic, queues)
+        else:
+            r = remoting_admin.request(self.broker.broker_addr, remoting_admin.UPDATE_AND_CREATE_TOPIC, {
+                "topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues),
+                "writeQueueNums": str(queues), "perm": "6", "topicFilterType": "SINGLE_TAG",
+                "topicSysFlag": "0", "order": "false", "attributes": f"+message.type={message_type}",
+            })
         assert r.code == remoting_admin.SUCCESS, (
             f"UPDATE_AND_CREATE_TOPIC {topic} answered {r.code} ({r.remark})\n"
             + self.broker.describe())
@@ -507,6 +531,27 @@ class Conformance:
                 *self._common_args(topic, group), *args]
         env = {**os.environ, "NODE_NO_WARNINGS": "1"}
         return self._spawn(f"ons-{script}", argv, self.clients.ons_dir, env)
+
+    def g5py(self, script: str, topic: str, group: str, *args: str) -> ClientProcess:
+        """Start ``conformance/grpc-python/<script>.py`` with rocketmq-python-client 5.1.2 (its
+        venv), on the broker's gRPC front; HOME in tmp (the client logs there)."""
+        argv = [str(self.clients.g5_python), str(self.clients.g5_dir / f"{script}.py"),
+                *self._grpc_args(topic, group), *args]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        env |= {"HOME": str(self.home), "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+        return self._spawn(f"g5py-{script}", argv, self.clients.g5_dir, env)
+
+    def node5(self, script: str, topic: str, group: str, *args: str) -> ClientProcess:
+        """Start ``conformance/nodejs5/<script>.js`` (rocketmq-client-nodejs 1.0.8) on the
+        broker's gRPC front; HOME in tmp (the client's default log file is under it)."""
+        argv = [self.clients.node, str(self.clients.node5_dir / f"{script}.js"),
+                *self._grpc_args(topic, group), *args]
+        env = {**os.environ, "NODE_NO_WARNINGS": "1", "HOME": str(self.home)}
+        return self._spawn(f"node5-{script}", argv, self.clients.node5_dir, env)
+
+    def _grpc_args(self, topic: str, group: str) -> list[str]:
+        return ["--endpoints", self.broker.grpc_addr, "--topic", topic, "--group", group,
+                "--run-id", self.run_id, "--deadline-ms", str(self.CLIENT_DEADLINE_MS)]
 
     def cpp(self, script: str, topic: str, group: str, *args: str) -> ClientProcess:
         """Start ``conformance/cpp/<script>.py`` in the rocketmq==0.4.4 venv, HOME in tmp."""

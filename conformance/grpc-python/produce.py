@@ -140,7 +140,8 @@ def main() -> int:
             sent += 1
             queue = r.message_queue
             emit("sent", msgId=r.message_id, txId=r.transaction_id, offset=r.offset,
-                 queueId=getattr(queue, "queue_id", None), sentMs=sent_ms, **info)
+                 queueId=getattr(queue, "_MessageQueue__queue_id", None),  # no public getter
+                 sentMs=sent_ms, **info)
             if tx is not None and info["fate"] != "unknown":
                 deadline.phase = f"ending the transaction of message {i} ({info['fate']})"
                 tx.commit() if info["fate"] == "commit" else tx.rollback()

@@ -79,6 +79,12 @@ function intOption(script, args, name) {
 // The deadline is hard: when it passes the process prints why and exits, whatever the client is
 // doing (a hung stream, a retry loop). `state.phase` names what the script was waiting for.
 function startDeadline(script, ms, state) {
+  // The client throws from inside its stream handlers on answers it cannot use (e.g. Settings
+  // without an exponential backoff for a producer): report that as this scenario's failure.
+  process.on('uncaughtException', err => {
+    emit('fatal', { script, phase: state.phase, uncaught: true, ...errorFields(err), stack: String(err && err.stack).slice(0, 600) });
+    process.exit(EXIT_FAILED);
+  });
   const timer = setTimeout(() => {
     emit('timeout', { script, deadlineMs: ms, phase: state.phase, message: `${script}: no result within ${ms} ms while ${state.phase}`, ...(state.summary ? state.summary() : {}) });
     process.exit(EXIT_TIMEOUT);

@@ -26,7 +26,6 @@ from g5_common import (
     EXIT_FAILED,
     EXIT_OK,
     Deadline,
-    call_within,
     check_home,
     config,
     emit,
@@ -34,6 +33,7 @@ from g5_common import (
     parse,
     parser,
     run,
+    shutdown,
 )
 
 SCRIPT = "g5py-bench"
@@ -72,7 +72,7 @@ def send(args: Any, deadline: Deadline) -> dict[str, Any]:
     while pending:
         settle(pending.popleft())
     seconds = time.perf_counter() - t0
-    call_within(producer.shutdown, 10)
+    shutdown(producer, 10)
     return {"messages": args.n - errors, "seconds": seconds, "errors": errors}
 
 
@@ -104,7 +104,7 @@ def receive(args: Any, deadline: Deadline) -> dict[str, Any]:
         f.result()
     seconds = time.perf_counter() - t0
     acks.shutdown()
-    call_within(consumer.shutdown, 10)
+    shutdown(consumer, 10)
     return {"messages": received, "seconds": seconds, "errors": errors}
 
 

@@ -118,6 +118,16 @@ def check_home(script: str) -> str:
     return home
 
 
+_closing = threading.Event()  # set once the scenario shuts its client down
+
+
+def shutdown(client: Any, seconds: float) -> str:
+    """``client.shutdown()`` within ``seconds``; the client's errors logged from now on are
+    reported with ``closing: true`` (5.1.2 logs the cancel of its own pending receive then)."""
+    _closing.set()
+    return call_within(client.shutdown, seconds)
+
+
 def call_within(fn: Callable[[], object], seconds: float) -> str:
     """Run ``fn`` (a client's shutdown, say) on a daemon thread; stop waiting after ``seconds``."""
     result: list[str] = []
@@ -176,7 +186,8 @@ class _ErrorEvents(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         self.count += 1
         if self.count <= self.limit:
-            emit("client_error", level=record.levelname, message=record.getMessage()[:400])
+            emit("client_error", level=record.levelname, message=record.getMessage()[:400],
+                 closing=_closing.is_set())
 
 
 def config(args: argparse.Namespace) -> Any:

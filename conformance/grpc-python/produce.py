@@ -39,7 +39,6 @@ from g5_common import (
     EXIT_OK,
     Deadline,
     body_for,
-    call_within,
     check_home,
     config,
     emit,
@@ -49,6 +48,7 @@ from g5_common import (
     parse,
     parser,
     run,
+    shutdown,
 )
 
 SCRIPT = "g5py-produce"
@@ -148,7 +148,7 @@ def main() -> int:
                 emit("tx_end", key=info["key"], resolution=info["fate"])
     except Exception as e:  # noqa: BLE001 - ClientException, gRPC errors, IllegalArgument...
         emit("fatal", script=SCRIPT, phase=deadline.phase, sent=sent, **error_fields(e))
-        call_within(producer.shutdown, 10)
+        shutdown(producer, 10)
         return EXIT_FAILED
 
     if args.wait_checks:
@@ -158,7 +158,7 @@ def main() -> int:
         time.sleep(0.5)  # the checker's EndTransaction goes out after check() returns
 
     deadline.phase = "shutting the producer down"
-    closed = call_within(producer.shutdown, 10)
+    closed = shutdown(producer, 10)
     emit("done", script=SCRIPT, sent=sent, checks=len(checks), close=closed)
     return EXIT_OK
 

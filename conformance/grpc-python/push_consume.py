@@ -27,7 +27,6 @@ from g5_common import (
     EXIT_FAILED,
     EXIT_OK,
     Deadline,
-    call_within,
     check_home,
     config,
     emit,
@@ -36,6 +35,7 @@ from g5_common import (
     parse,
     parser,
     run,
+    shutdown,
 )
 
 SCRIPT = "g5py-push"
@@ -97,7 +97,7 @@ def main() -> int:
         lock.wait(args.linger_ms / 1000)
 
     deadline.phase = "shutting the consumer down"
-    closed = call_within(consumer.shutdown, 15)
+    closed = shutdown(consumer, 15)
     emit("done", script=SCRIPT, received=received, succeeded=len(succeeded), close=closed)
     return EXIT_OK
 

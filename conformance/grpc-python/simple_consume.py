@@ -4,10 +4,11 @@ report every delivery.
     python simple_consume.py --endpoints 127.0.0.1:8081 --topic T --group G --run-id r1
                              --expect K [--batch 16] [--invisible-s 15] [--await-s 2]
                              [--first ack|skip|change] [--change-to-s 2] [--tag '*']
-                             [--linger-ms 1000] [--deadline-ms 60000]
+                             [--linger-ms 0] [--deadline-ms 60000]
 
 Loops ``receive(--batch, --invisible-s)`` (long polling --await-s) until K distinct keys of this
-run were acked, then goes on receiving for --linger-ms (a redelivery or a duplicate shows then),
+run were acked, then goes on receiving for --linger-ms (a redelivery or a duplicate shows then;
+0, the default: it stops at once),
 then ``shutdown()``. What it does with a message on its first delivery (``delivery_attempt`` 1):
   ack     ``ack`` it.
   skip    leave it: it comes back when its invisible time is over (with delivery_attempt 2).
@@ -31,7 +32,6 @@ from g5_common import (
     EXIT_FAILED,
     EXIT_OK,
     Deadline,
-    call_within,
     check_home,
     config,
     emit,
@@ -40,6 +40,7 @@ from g5_common import (
     parse,
     parser,
     run,
+    shutdown,
 )
 
 SCRIPT = "g5py-simple"
@@ -55,7 +56,7 @@ def main() -> int:
     p.add_argument("--first", choices=("ack", "skip", "change"), default="ack")
     p.add_argument("--change-to-s", type=int, default=2)
     p.add_argument("--tag", default="*")
-    p.add_argument("--linger-ms", type=int, default=1000)
+    p.add_argument("--linger-ms", type=int, default=0)
     args = parse(SCRIPT, p)
     received = acked = errors = 0
     done_keys: set[str] = set()
@@ -106,7 +107,7 @@ def main() -> int:
             emit("receive_error", **error_fields(e))
             if errors >= MAX_RECEIVE_ERRORS:
                 emit("fatal", script=SCRIPT, phase=deadline.phase, **error_fields(e))
-                call_within(consumer.shutdown, 10)
+                shutdown(consumer, 10)
                 return EXIT_FAILED
             time.sleep(0.2)
             continue
@@ -118,13 +119,13 @@ def main() -> int:
             except Exception as e:  # noqa: BLE001 - an ack or change that the broker refused
                 emit("fatal", script=SCRIPT, phase=f"handling {message_fields(m)['key']}",
                      **error_fields(e))
-                call_within(consumer.shutdown, 10)
+                shutdown(consumer, 10)
                 return EXIT_FAILED
         if linger_until is None and len(done_keys) >= args.expect:
             linger_until = time.monotonic() + args.linger_ms / 1000
 
     deadline.phase = "shutting the consumer down"
-    closed = call_within(consumer.shutdown, 10)
+    closed = shutdown(consumer, 10)
     emit("done", script=SCRIPT, received=received, acked=acked, keys=len(done_keys), close=closed)
     return EXIT_OK
 

@@ -5,10 +5,11 @@
 //   node simple_consume.js --endpoints 127.0.0.1:8081 --topic T --group G --run-id r1 --expect K
 //                          [--batch 16] [--invisible-ms 15000] [--await-ms 2000]
 //                          [--first ack|skip|change] [--change-to-ms 2000] [--tag '*']
-//                          [--linger-ms 1000] [--deadline-ms 60000]
+//                          [--linger-ms 0] [--deadline-ms 60000]
 //
 // Loops receive(--batch, --invisible-ms) (long polling --await-ms) until K distinct keys of this
-// run were acked, goes on receiving for --linger-ms (a redelivery or a duplicate shows then), then
+// run were acked, goes on receiving for --linger-ms (a redelivery or a duplicate shows then; 0, the
+// default: it stops at once), then
 // shutdown(). On a message's first delivery (deliveryAttempt 1) it does --first:
 //   ack     ack it;
 //   skip    leave it: it comes back when its invisible time is over (deliveryAttempt 2);
@@ -36,7 +37,7 @@ async function main() {
     expect: { type: 'string' }, batch: { type: 'string' }, 'invisible-ms': { type: 'string' },
     'await-ms': { type: 'string' }, first: { type: 'string' }, 'change-to-ms': { type: 'string' },
     tag: { type: 'string' }, 'linger-ms': { type: 'string' },
-  }, { batch: '16', 'invisible-ms': '15000', 'await-ms': '2000', first: 'ack', 'change-to-ms': '2000', tag: '*', 'linger-ms': '1000' },
+  }, { batch: '16', 'invisible-ms': '15000', 'await-ms': '2000', first: 'ack', 'change-to-ms': '2000', tag: '*', 'linger-ms': '0' },
   [ 'topic', 'run-id', 'group', 'expect' ]);
   if (![ 'ack', 'skip', 'change' ].includes(args.first)) {
     emit('fatal', { script: SCRIPT, message: `usage: --first ack|skip|change, not ${args.first}` });

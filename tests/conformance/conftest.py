@@ -9,7 +9,9 @@
   is stopped (SIGTERM, then SIGKILL after a timeout). A passing test's store is deleted (its
   preallocated CommitLog segments take 1 GiB each by default); a failing test's is kept, with the
   logs, under pytest's tmp_path. A test marked ``@pytest.mark.broker_conf({...})`` gets a broker
-  started with those broker.conf keys (e.g. a short ``messageDelayLevel``).
+  started with those broker.conf keys (e.g. a short ``messageDelayLevel``); one marked
+  ``@pytest.mark.orderly_groups("G", ...)`` gets the consumer groups ``cx.name("G")`` made
+  orderly (FIFO) in the store before the broker starts.
 
 The tests are marked ``conformance`` and are part of the default run (``scripts/test``, so CI);
 ``pytest -m conformance`` runs them alone.
@@ -56,12 +58,16 @@ def clients() -> Clients:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "broker_conf(props): broker.conf keys for the cx broker")
+    config.addinivalue_line("markers", "orderly_groups(*kinds): orderly consumer groups for cx")
 
 
 @pytest.fixture
 def cx(clients: Clients, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Conformance]:
     marker = request.node.get_closest_marker("broker_conf")
     world = Conformance(clients, tmp_path, marker.args[0] if marker else None)
+    orderly = request.node.get_closest_marker("orderly_groups")
+    if orderly:
+        world.orderly_groups(*orderly.args)
     world.start_broker()
     try:
         yield world

@@ -470,6 +470,16 @@ class Conformance:
     def start_broker(self) -> None:
         self.broker.start()
 
+    def orderly_groups(self, *kinds: str) -> None:
+        """Before the broker starts: consumer groups ``name(kind)`` made orderly
+        (``consumeMessageOrderly``, what ``mqadmin updateSubGroup -o true`` sets) in the store's
+        ``config/subscriptionGroup.json``, which the broker loads when it starts."""
+        table = {self.name(k): {"groupName": self.name(k), "consumeMessageOrderly": True}
+                 for k in kinds}
+        path = self.broker.store_dir / "config" / "subscriptionGroup.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"subscriptionGroupTable": table}))
+
     def create_topic(self, topic: str, queues: int = 4, message_type: str | None = None) -> None:
         """Create ``topic`` as the admin tool does, and wait until the NameServer routes it.
         ``message_type`` (NORMAL, FIFO, DELAY, TRANSACTION) is the 5.x topic attribute, sent as

@@ -25,6 +25,7 @@ from typing import Any
 from g5_common import (
     EXIT_FAILED,
     EXIT_OK,
+    EXIT_USAGE,
     Deadline,
     check_home,
     config,
@@ -116,7 +117,7 @@ def main() -> int:
     args = parse(SCRIPT, p)
     if args.window < 1 or args.body_bytes < 1:
         emit("fatal", script=SCRIPT, message="usage: --window and --body-bytes must be >= 1")
-        return 64
+        return EXIT_USAGE
     deadline = Deadline(SCRIPT, args.deadline_ms)
     check_home(SCRIPT)
     try:

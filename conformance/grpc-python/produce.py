@@ -37,6 +37,7 @@ from typing import Any
 from g5_common import (
     EXIT_FAILED,
     EXIT_OK,
+    EXIT_USAGE,
     Deadline,
     body_for,
     check_home,
@@ -70,7 +71,7 @@ def main() -> int:
     if not fates or any(f not in FATES for f in fates) or args.groups < 1 or args.delay_s < 0:
         emit("fatal", script=SCRIPT, message=f"usage: --tx takes {','.join(FATES)} (comma "
              "separated), --groups >= 1, --delay-s >= 0")
-        return 64
+        return EXIT_USAGE
     sent = 0
     checks: list[dict[str, Any]] = []
     checks_lock = threading.Condition()

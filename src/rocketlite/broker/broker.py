@@ -25,6 +25,8 @@ from rocketlite.broker.config import PERM_READ, PERM_WRITE, BrokerConfig
 from rocketlite.broker.locks import RebalanceLockManager
 from rocketlite.broker.long_polling import PullRequestHoldService
 from rocketlite.broker.offsets import ConsumerOffsetManager
+from rocketlite.broker.pop.processor import PopProcessor
+from rocketlite.broker.pop.service import PopService
 from rocketlite.broker.pull import PullProcessor
 from rocketlite.broker.schedule import ScheduleMessageService
 from rocketlite.broker.send import SendProcessor
@@ -125,6 +127,8 @@ class Broker:
         self.schedule.register(self.server)
         self.send_back = SendBackProcessor(self)
         self.send_back.register()
+        self.pop = PopService(self)  # POP consumption (5.x); its Remoting codes below
+        PopProcessor(self.pop, self.server).register()
         self._tasks: list[asyncio.Task[None]] = []
         self._register_now: asyncio.Event | None = None
         self.running = False
@@ -164,6 +168,7 @@ class Broker:
             self.store.commitlog.store_port = self.server.port
             self.send.refresh_store_address()
         self._register_now = asyncio.Event()
+        self.pop.start(loop)  # creates the revive topic before the first registration
         self.topics.on_change.append(lambda _tc: self._wake_register())
         self.running = True
         # Register once before start returns (as Java's BrokerController.start does), so a client
@@ -194,6 +199,7 @@ class Broker:
                 if not t.cancelled() and t.exception() is not None:
                     log.error("task %s had failed", t.get_name(), exc_info=t.exception())
             await self.transactions.stop()  # before the offsets it advances are persisted
+            await self.pop.stop()  # the same; answers held pops
             await self._unregister_all()
             self.hold.release_all()
         finally:

@@ -38,6 +38,13 @@ transactionTimeOut                transaction_time_out                6000      
 transactionCheckInterval          transaction_check_interval          30000               ms
 transactionCheckMax               transaction_check_max               15                  checks
 rejectTransactionMessage          reject_transaction_message          false
+reviveQueueNum                    revive_queue_num                    8                   queues
+reviveInterval                    revive_interval                     1000                ms
+popPollingSize                    pop_polling_size                    1024                pops
+maxPopPollingSize                 max_pop_polling_size                100000              pops
+popInflightMessageThreshold       pop_inflight_message_threshold      10000               CKs
+popFromRetryProbability           pop_from_retry_probability          20                  %
+popAckTimeInterval                pop_ack_time_interval               1000                ms
 ================================  ==================================  ==================  =====
 
 The Remoting keys bound what one client can cost the broker (``remoting/limits.py``):
@@ -57,6 +64,14 @@ The ``timer*`` keys and ``mappedFileSizeTimerLog`` are 5.x's ``MessageStoreConfi
 timer wheel (``broker/timer.py``). The ``transaction*`` keys drive the check-back of undecided
 half messages (``broker/transaction/check.py``); with ``rejectTransactionMessage`` a prepared
 send is answered NO_PERMISSION.
+
+The POP keys (``broker/pop``) are 5.x BrokerConfig's: ``reviveQueueNum`` queues of the revive
+topic, scanned every ``reviveInterval``; ``popPollingSize`` pops held per topic and
+``maxPopPollingSize`` in all (more are answered POLLING_FULL); ``popInflightMessageThreshold``
+bounds the checkpoints one revive queue keeps in memory (reading stops there until some are
+revived or acked); ``popFromRetryProbability`` is the chance a pop reads the retry topic first.
+``popAckTimeInterval`` (PopAckConstants' ``ackTimeInterval``, a constant in Java) is how long past
+its revive time a checkpoint waits for acks still being written.
 """
 
 from __future__ import annotations
@@ -131,6 +146,14 @@ class BrokerConfig:
     transaction_check_max: int = field(default=15, metadata=_key("transactionCheckMax"))
     reject_transaction_message: bool = field(default=False,
                                              metadata=_key("rejectTransactionMessage"))
+    revive_queue_num: int = field(default=8, metadata=_key("reviveQueueNum"))
+    revive_interval: int = field(default=1000, metadata=_key("reviveInterval"))
+    pop_polling_size: int = field(default=1024, metadata=_key("popPollingSize"))
+    max_pop_polling_size: int = field(default=100_000, metadata=_key("maxPopPollingSize"))
+    pop_inflight_message_threshold: int = field(default=10_000,
+                                                metadata=_key("popInflightMessageThreshold"))
+    pop_from_retry_probability: int = field(default=20, metadata=_key("popFromRetryProbability"))
+    pop_ack_time_interval: int = field(default=1000, metadata=_key("popAckTimeInterval"))
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -142,12 +165,18 @@ class BrokerConfig:
                 raise ConfigError(f"{f.metadata['key']}={value}: must be positive")
         if self.broker_id < 0:
             raise ConfigError(f"brokerId={self.broker_id}: must be 0 (master) or more (slave)")
-        for name in ("server_channel_max_idle_time_seconds", "write_buffer_low_water_mark"):
+        for name in ("server_channel_max_idle_time_seconds", "write_buffer_low_water_mark",
+                     "pop_from_retry_probability", "pop_ack_time_interval"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{_KEYS[name]}={getattr(self, name)}: must not be negative")
         if self.write_buffer_low_water_mark > self.write_buffer_high_water_mark:
             raise ConfigError(f"writeBufferLowWaterMark={self.write_buffer_low_water_mark}: above "
                               f"writeBufferHighWaterMark={self.write_buffer_high_water_mark}")
+        if self.pop_from_retry_probability > 100:
+            raise ConfigError(f"popFromRetryProbability={self.pop_from_retry_probability}: "
+                              "must be within 0..100")
+        if self.revive_queue_num > 64:
+            raise ConfigError(f"reviveQueueNum={self.revive_queue_num}: at most 64")
         if not 0 <= self.broker_permission <= 0xF:
             raise ConfigError(f"brokerPermission={self.broker_permission}: must be within 0..15")
         for name in ("broker_cluster_name", "broker_name"):
@@ -191,5 +220,6 @@ _TYPES: dict[str, type] = {
     name: typ for name, typ in typing.get_type_hints(BrokerConfig).items() if isinstance(typ, type)
 }
 _MAY_BE_ZERO = frozenset({"broker_id", "broker_permission", "server_channel_max_idle_time_seconds",
-                          "write_buffer_low_water_mark"})
+                          "write_buffer_low_water_mark", "pop_from_retry_probability",
+                          "pop_ack_time_interval"})
 _KEYS: dict[str, str] = {f.name: f.metadata["key"] for f in fields(BrokerConfig)}

@@ -29,11 +29,13 @@ from typing import TYPE_CHECKING
 
 from rocketlite.broker.config import PERM_WRITE
 from rocketlite.broker.send_run import TXN_MASK, OkRuns, SendTaker, send_keys
-from rocketlite.broker.topics import (
-    NOT_ALLOWED_SEND_TOPICS,
-    RETRY_GROUP_TOPIC_PREFIX,
+from rocketlite.broker.send_service import (
+    SendForbiddenError,
     TopicError,
+    TopicNotExistError,
+    topic_for_send,
 )
+from rocketlite.broker.topics import NOT_ALLOWED_SEND_TOPICS
 from rocketlite.common.errors import (
     BodyError,
     DiskFullError,
@@ -195,30 +197,14 @@ class SendProcessor:
 
     def _topic_config(self, cmd: RemotingCommand, h: SendMessageRequestHeader
                       ) -> TopicConfig | RemotingCommand:
-        if not self.broker.config.broker_permission & PERM_WRITE:
-            return cmd.response(ResponseCode.NO_PERMISSION,
-                                f"the broker[{self.broker.config.broker_name}] sending message "
-                                "is forbidden")
-        if h.topic in NOT_ALLOWED_SEND_TOPICS:
-            return cmd.response(ResponseCode.NO_PERMISSION,
-                                f"Sending message to topic[{h.topic}] is forbidden.")
-        tc = self.topics.get(h.topic)
-        if tc is None:
-            try:
-                tc = self.topics.create_in_send(h.topic, h.defaultTopic, h.defaultTopicQueueNums)
-            except TopicError as e:
-                return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
-            if tc is None and h.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-                # A consumer re-sending a message for retry: Java creates its group's retry
-                # topic (one queue) even when auto-creation is off.
-                tc = self.topics.create_plain(h.topic, 1)
-            if tc is None:
-                return cmd.response(ResponseCode.TOPIC_NOT_EXIST,
-                                    f"topic[{h.topic}] not exist, apply first please!")
-        if not tc.perm & PERM_WRITE:
-            return cmd.response(ResponseCode.NO_PERMISSION,
-                                f"the topic[{h.topic}] sending message is forbidden")
-        return tc
+        try:
+            return topic_for_send(self.broker, h.topic, h.defaultTopic, h.defaultTopicQueueNums)
+        except SendForbiddenError as e:
+            return cmd.response(ResponseCode.NO_PERMISSION, str(e))
+        except TopicNotExistError as e:
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, str(e))
+        except TopicError as e:
+            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
 
     def _send_one(self, conn: Connection, cmd: RemotingCommand, h: SendMessageRequestHeader
                   ) -> Reply:

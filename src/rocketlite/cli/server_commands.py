@@ -18,6 +18,7 @@ import asyncio
 import logging
 import signal
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -30,6 +31,8 @@ from rocketlite.common.errors import ConfigError
 from rocketlite.formats.index_layout import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from rocketlite.namesrv.server import NameServer
 from rocketlite.proxy.config import ProxyConfig
+from rocketlite.proxy.consume_checks import ConsumeLimits
+from rocketlite.proxy.renew import RenewConfig
 from rocketlite.proxy.server import GrpcFront
 from rocketlite.store import store_reader
 from rocketlite.store.config import StoreConfig, read_properties_file
@@ -71,13 +74,27 @@ def load_configs(conf: Path | None, overrides: dict[str, str],
     return BrokerConfig.from_properties(props), StoreConfig.from_properties(props)
 
 
+@dataclass(frozen=True, slots=True)
+class FrontConfigs:
+    """The gRPC front's settings in broker.conf: the server's, the consumer limits, renewal."""
+
+    proxy: ProxyConfig
+    limits: ConsumeLimits
+    renew: RenewConfig
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str]) -> FrontConfigs:
+        return cls(ProxyConfig.from_properties(props), ConsumeLimits.from_properties(props),
+                   RenewConfig.from_properties(props))
+
+
 def _server_configs(conf: Path | None, overrides: dict[str, str],
                     defaults: dict[str, str] | None = None
-                    ) -> tuple[BrokerConfig, StoreConfig, ProxyConfig]:
+                    ) -> tuple[BrokerConfig, StoreConfig, FrontConfigs]:
     try:
         props = load_properties(conf, overrides, defaults)
         return (BrokerConfig.from_properties(props), StoreConfig.from_properties(props),
-                ProxyConfig.from_properties(props))
+                FrontConfigs.from_properties(props))
     except ConfigError as e:
         raise typer.BadParameter(str(e)) from e
 
@@ -86,10 +103,13 @@ class BrokerWithFront:
     """A broker and, unless ``enableGrpcServer=false``, the gRPC front on ``grpcServerPort``:
     the front starts after the broker (its routes name the broker's topics) and stops first."""
 
-    def __init__(self, broker: Broker, proxy: ProxyConfig) -> None:
+    def __init__(self, broker: Broker, front: FrontConfigs) -> None:
         self.broker = broker
-        self.front = (GrpcFront(broker, proxy.grpc_server_port)
-                      if proxy.enable_grpc_server else None)
+        self.front: GrpcFront | None = None
+        if front.proxy.enable_grpc_server:
+            self.front = GrpcFront(broker, front.proxy.grpc_server_port)
+            self.front.ctx.limits = front.limits
+            self.front.ctx.renew = front.renew
 
     async def start(self) -> None:
         await self.broker.start()
@@ -214,11 +234,11 @@ def start(
     setup_logging(log_level)
     overrides = _overrides(store, broker_port, f"127.0.0.1:{namesrv_port}", flush, grpc_port,
                            no_grpc)
-    bcfg, scfg, pcfg = _server_configs(conf, overrides, START_DEFAULTS)
+    bcfg, scfg, fcfg = _server_configs(conf, overrides, START_DEFAULTS)
     namesrv = NameServer("0.0.0.0", namesrv_port,
                          kv_config_path=scfg.store_path_root_dir / "namesrv" / "kvConfig.json",
                          limits=bcfg.remoting_limits())
-    broker = BrokerWithFront(Broker(bcfg, scfg), pcfg)
+    broker = BrokerWithFront(Broker(bcfg, scfg), fcfg)
 
     async def up() -> None:
         await namesrv.start()
@@ -263,9 +283,9 @@ def broker(
     """Start a broker alone; it registers with every NameServer in namesrvAddr and serves the
     gRPC front for RocketMQ 5.x clients (unless --no-grpc)."""
     setup_logging(log_level)
-    bcfg, scfg, pcfg = _server_configs(
+    bcfg, scfg, fcfg = _server_configs(
         conf, _overrides(store, broker_port, namesrv_addr, flush, grpc_port, no_grpc))
-    b = BrokerWithFront(Broker(bcfg, scfg), pcfg)
+    b = BrokerWithFront(Broker(bcfg, scfg), fcfg)
     run_until_signalled(b.start, b.close, lambda: (
         f"broker {bcfg.broker_name} at {scfg.broker_ip1}:{b.broker.port}{b.describe()}, "
         f"NameServers {bcfg.namesrv_addr}, store {scfg.store_path_root_dir}"))

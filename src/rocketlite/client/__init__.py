@@ -10,6 +10,7 @@ from rocketlite.client.lite_pull_consumer import LitePullConsumer
 from rocketlite.client.message import Message, MessageExt
 from rocketlite.client.producer import Producer, SendResult, SendStatus, select_by_hash
 from rocketlite.client.push_consumer import ConsumeStatus, OrderlyStatus, PushConsumer
+from rocketlite.client.simple_consumer import PopMessage, SimpleConsumer
 from rocketlite.client.transaction import (
     HalfProducer,
     HalfReceipt,
@@ -31,10 +32,12 @@ __all__ = [
     "Message",
     "MessageExt",
     "OrderlyStatus",
+    "PopMessage",
     "Producer",
     "PushConsumer",
     "SendResult",
     "SendStatus",
+    "SimpleConsumer",
     "TransactionListener",
     "TransactionProducer",
     "TransactionSendResult",

@@ -1,5 +1,6 @@
 """The broker requests consumers make (Java's ``MQClientAPIImpl``), one coroutine each, on top of
-a ``ClientInstance``: pull, offsets, queue bounds, locks, group members, send-back, lookups.
+a ``ClientInstance``: pull, POP (pop, ack, batch ack, change of invisible time), offsets, queue
+bounds, locks, group members, send-back, lookups.
 
 Each takes a ``MessageQueue`` (the broker is found by its name in the instance's routes) and
 raises ``MQBrokerError`` for a refusal the caller cannot treat as an answer.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import ipaddress
+import time
 from dataclasses import dataclass
 
 from rocketlite.client.errors import MQBrokerError, MQClientError
@@ -26,11 +28,16 @@ from rocketlite.protocol.bodies import (
 from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.headers import (
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    ChangeInvisibleTimeResponseHeader,
     ConsumerSendMsgBackRequestHeader,
     GetConsumerListByGroupRequestHeader,
     GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader,
     Header,
+    PopMessageRequestHeader,
+    PopMessageResponseHeader,
     PullMessageRequestHeader,
     PullMessageResponseHeader,
     QueryConsumerOffsetRequestHeader,
@@ -38,6 +45,13 @@ from rocketlite.protocol.headers import (
     SearchOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,
     ViewMessageRequestHeader,
+)
+from rocketlite.protocol.pop_info import (
+    BatchAck,
+    PopInfoError,
+    PopReplyInfo,
+    ReceiptHandle,
+    encode_batch_ack_body,
 )
 
 
@@ -66,8 +80,29 @@ class PullResult:
     suggest_broker_id: int = 0
 
 
+@dataclass(slots=True)
+class PopReply:
+    """POP_MESSAGE's answer: the records as stored (a retry's topic is the retry topic), what the
+    header says to build their handles from (None when nothing was found), and ``rest_num``, the
+    messages left in the queues read."""
+
+    messages: list[MessageExt]
+    info: PopReplyInfo | None
+    rest_num: int
+
+
+_POP_NONE = (ResponseCode.POLLING_TIMEOUT, ResponseCode.PULL_NOT_FOUND)
+
+
 def _ext(header: Header) -> dict[str, str]:
     return header.to_ext()
+
+
+def _rest(reply: RemotingCommand) -> int:
+    try:
+        return int(reply.ext_fields.get("restNum", 0))
+    except ValueError:
+        return 0
 
 
 class BrokerApi:
@@ -113,6 +148,84 @@ class BrokerApi:
             raise MQClientError(f"the pull reply from {addr} is malformed: {e}") from e
         msgs = decode_messages(reply.body, mq.brokerName) if status is PullStatus.FOUND else []
         return PullResult(status, h.nextBeginOffset, h.minOffset, h.maxOffset, msgs, h.suggestWhichBrokerId)
+
+    # -- pop ------------------------------------------------------------------------------------
+
+    async def pop(self, group: str, topic: str, broker_name: str, *, max_nums: int,
+                  invisible_ms: int, poll_ms: int, expression: str = "*",
+                  expression_type: str = "TAG", order: bool = False, init_mode: int = 0,
+                  queue_id: int = -1, attempt_id: str | None = None) -> PopReply:
+        """POP_MESSAGE to ``broker_name`` (queue -1: any of its queues), held up to ``poll_ms``
+        when nothing is visible. Found nothing (POLLING_TIMEOUT, PULL_NOT_FOUND): no messages;
+        any other refusal (POLLING_FULL included) raises ``MQBrokerError``. ``attempt_id``: an
+        orderly pop repeated with the id of one whose answer was lost gets that batch again."""
+        addr = await self.instance.require_broker_addr(broker_name, topic)
+        header = PopMessageRequestHeader(
+            consumerGroup=group, topic=topic, queueId=queue_id, maxMsgNums=max_nums,
+            invisibleTime=invisible_ms, pollTime=poll_ms, bornTime=int(time.time() * 1000),
+            initMode=init_mode, expType=expression_type, exp=expression, order=order,
+            attemptId=attempt_id)
+        timeout = self.instance.config.request_timeout + poll_ms / 1000
+        reply = await self.instance.invoke(
+            addr, RemotingCommand.request(RequestCode.POP_MESSAGE, _ext(header)), timeout)
+        if reply.code in _POP_NONE:
+            return PopReply([], None, _rest(reply))
+        if reply.code != ResponseCode.SUCCESS:
+            raise MQBrokerError(reply.code, reply.remark, addr)
+        try:
+            h = PopMessageResponseHeader.from_ext(reply.ext_fields)
+            info = PopReplyInfo.parse(h.popTime, h.invisibleTime, h.reviveQid, h.startOffsetInfo,
+                                      h.msgOffsetInfo, h.orderCountInfo)
+        except FormatError as e:
+            raise MQClientError(f"the pop reply from {addr} is malformed: {e}") from e
+        return PopReply(decode_messages(reply.body, broker_name), info, h.restNum)
+
+    async def ack(self, group: str, topic: str, handle: ReceiptHandle,
+                  route_topic: str | None = None) -> None:
+        """ACK_MESSAGE for the message of ``handle``; ``topic`` is the one it was popped from
+        (the retry topic for a retry), as the Java client sends it; the broker's address comes
+        from ``route_topic``'s route (default ``topic``)."""
+        if handle.msg_queue_offset is None:
+            raise MQClientError(f"the receipt handle {handle.encode()!r} has no message offset")
+        header = AckMessageRequestHeader(consumerGroup=group, topic=topic,
+                                         queueId=handle.queue_id, extraInfo=handle.encode(),
+                                         offset=handle.msg_queue_offset)
+        addr = await self.instance.require_broker_addr(handle.broker_name, route_topic or topic)
+        await self.instance.invoke_ok(addr, RemotingCommand.request(RequestCode.ACK_MESSAGE,
+                                                                    _ext(header)))
+
+    async def batch_ack(self, broker_name: str, route_topic: str, acks: list[BatchAck]) -> None:
+        """BATCH_ACK_MESSAGE of ``acks`` (CKs of ``broker_name``, found in ``route_topic``'s
+        route). A refusal of any raises ``MQBrokerError`` (the broker still applied the others)."""
+        try:
+            body = encode_batch_ack_body(broker_name, acks)
+        except PopInfoError as e:
+            raise MQClientError(str(e)) from e
+        addr = await self.instance.require_broker_addr(broker_name, route_topic)
+        await self.instance.invoke_ok(addr, RemotingCommand.request(RequestCode.BATCH_ACK_MESSAGE,
+                                                                    body=body))
+
+    async def change_invisible(self, group: str, topic: str, handle: ReceiptHandle,
+                               invisible_ms: int, route_topic: str | None = None
+                               ) -> ReceiptHandle:
+        """CHANGE_MESSAGE_INVISIBLETIME: hide the message ``invisible_ms`` from now; returns its
+        new handle, built as ``changeInvisibleTimeAsync`` does (the message's offset is the new
+        CK's start)."""
+        offset = handle.msg_queue_offset
+        if offset is None:
+            raise MQClientError(f"the receipt handle {handle.encode()!r} has no message offset")
+        header = ChangeInvisibleTimeRequestHeader(
+            consumerGroup=group, topic=topic, queueId=handle.queue_id, extraInfo=handle.encode(),
+            offset=offset, invisibleTime=invisible_ms)
+        addr = await self.instance.require_broker_addr(handle.broker_name, route_topic or topic)
+        reply = await self.instance.invoke_ok(addr, RemotingCommand.request(
+            RequestCode.CHANGE_MESSAGE_INVISIBLETIME, _ext(header)))
+        try:
+            h = ChangeInvisibleTimeResponseHeader.from_ext(reply.ext_fields)
+        except FormatError as e:
+            raise MQClientError(f"the change-invisible reply from {addr} is malformed: {e}") from e
+        return ReceiptHandle(offset, h.popTime, h.invisibleTime, h.reviveQid, handle.retry,
+                             handle.broker_name, handle.queue_id, offset)
 
     # -- offsets --------------------------------------------------------------------------------
 

@@ -25,12 +25,18 @@ as does any call after ``shutdown()``, which stops and joins the loop thread::
     consumer.start()
     ...
     consumer.shutdown()
+
+    with SyncSimpleConsumer("CG", namesrv_addr="127.0.0.1:9876",
+                            subscriptions={"TopicA": "*"}) as simple:
+        for m in simple.receive(16, invisible_duration=30):
+            simple.ack(m)
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import datetime as dt
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
@@ -39,6 +45,7 @@ from rocketlite.client.errors import MQClientError
 from rocketlite.client.message import Message, MessageExt
 from rocketlite.client.producer import MessageQueueSelector, Producer, SendResult
 from rocketlite.client.push_consumer import ConsumeStatus, OrderlyStatus, PushConsumer
+from rocketlite.client.simple_consumer import Duration, PopMessage, SimpleConsumer
 from rocketlite.client.transaction import TransactionListener, TransactionProducer, TransactionSendResult
 from rocketlite.protocol.bodies import MessageQueue
 
@@ -278,3 +285,60 @@ class SyncPushConsumer(_LoopThread):
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+
+class SyncSimpleConsumer(_LoopThread):
+    """A blocking ``SimpleConsumer``; keyword arguments go to ``SimpleConsumer``. A receive may
+    block up to ``await_duration`` plus the request timeout."""
+
+    def __init__(self, group: str, **kwargs: Any) -> None:
+        super().__init__(f"SyncSimpleConsumer({group})")
+        try:
+            self._consumer: SimpleConsumer = self._call_sync(lambda: SimpleConsumer(group, **kwargs),
+                                                             MARGIN, "construct")
+        except BaseException:
+            self._stop()
+            raise
+        self._timeout = self._consumer.config.request_timeout + MARGIN
+
+    @property
+    def consumer(self) -> SimpleConsumer:
+        """The async consumer (use it only from coroutines run on the loop thread)."""
+        return self._consumer
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        self._call_sync(lambda: self._consumer.subscribe(topic, expression), self._timeout, "subscribe")
+
+    def start(self) -> None:
+        self._call(self._consumer.start(), 3 * self._timeout, "start")
+
+    def close(self) -> None:
+        """Leave the group, close the connections, stop the loop thread."""
+        if self._closed:
+            return
+        try:
+            self._call(self._consumer.close(), 2 * self._timeout, "close")
+        finally:
+            self._stop()
+
+    def __enter__(self) -> SyncSimpleConsumer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def receive(self, max_messages: int = 16,
+                invisible_duration: Duration = dt.timedelta(seconds=30)) -> list[PopMessage]:
+        budget = self._timeout + self._consumer.await_ms / 1000
+        return self._call(self._consumer.receive(max_messages, invisible_duration), budget, "receive")
+
+    def ack(self, msg: MessageExt) -> None:
+        self._call(self._consumer.ack(msg), self._timeout, "ack")
+
+    def ack_many(self, msgs: list[MessageExt]) -> None:
+        self._call(self._consumer.ack_many(msgs), 2 * self._timeout, "ack_many")
+
+    def change_invisible_duration(self, msg: MessageExt, duration: Duration) -> None:
+        self._call(self._consumer.change_invisible_duration(msg, duration), self._timeout,
+                   "change_invisible_duration")

@@ -389,6 +389,74 @@ class PullMessageResponseHeader(Header):
     forbiddenType: Int32 | None = None
 
 
+# ------------------------------------------------------------------------------------ broker: pop (5.x)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PopMessageRequestHeader(Header):
+    """POP_MESSAGE (200050). ``queueId`` -1: every readable queue; ``initMode`` 0 LAST, 1 MIN;
+    ``expType``/``exp`` the subscription (TAG, ``"*"`` when absent)."""
+
+    consumerGroup: str
+    topic: str
+    queueId: Int32
+    maxMsgNums: Int32
+    invisibleTime: Int64
+    pollTime: Int64
+    bornTime: Int64
+    initMode: Int32
+    expType: str | None = None
+    exp: str | None = None
+    order: bool = False
+    attemptId: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PopMessageResponseHeader(Header):
+    """Reply to POP_MESSAGE; the client builds each message's extraInfo from these."""
+
+    popTime: Int64
+    invisibleTime: Int64
+    reviveQid: Int32
+    restNum: Int64
+    startOffsetInfo: str | None = None
+    msgOffsetInfo: str | None = None
+    orderCountInfo: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AckMessageRequestHeader(Header):
+    """ACK_MESSAGE (200051); ``offset`` is the message's queue offset."""
+
+    consumerGroup: str
+    topic: str
+    queueId: Int32
+    extraInfo: str
+    offset: Int64
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChangeInvisibleTimeRequestHeader(Header):
+    """CHANGE_MESSAGE_INVISIBLETIME (200053)."""
+
+    consumerGroup: str
+    topic: str
+    queueId: Int32
+    extraInfo: str
+    offset: Int64
+    invisibleTime: Int64
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChangeInvisibleTimeResponseHeader(Header):
+    """Reply to CHANGE_MESSAGE_INVISIBLETIME: the new handle's pop time, invisible time and
+    revive queue."""
+
+    popTime: Int64
+    invisibleTime: Int64
+    reviveQid: Int32
+
+
 # --------------------------------------------------------------------------------------- broker: offsets
 
 

@@ -2,10 +2,14 @@
 Java proxy's port; 0 picks a free one), started after the broker and stopped before it.
 
 It advertises ``brokerIP1`` and the bound port in routes: the 5.x clients send and receive
-through the endpoints a route names, so those must reach this server."""
+through the endpoints a route names, so those must reach this server.
+
+Every ``SWEEP_S`` it ends the sessions of clients silent for ``SESSION_IDLE_S`` with no Telemetry
+stream open (they leave the broker's groups); at close every client's stream is ended."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING
 
@@ -14,7 +18,7 @@ import grpc
 from rocketlite.proxy.context import FrontContext
 from rocketlite.proxy.pb import service_pb2_grpc
 from rocketlite.proxy.service import MessagingServicer
-from rocketlite.proxy.sessions import Sessions
+from rocketlite.proxy.sessions import SESSION_IDLE_S, Sessions
 
 if TYPE_CHECKING:
     from rocketlite.broker.broker import Broker
@@ -24,11 +28,16 @@ log = logging.getLogger(__name__)
 DEFAULT_PORT = 8081
 MAX_MESSAGE_BYTES = 130 << 20  # a 128 MiB body (the client's max_body_size) plus its envelope
 STOP_GRACE_S = 2.0
+SWEEP_S = 10.0
 
 
 class GrpcFront:
-    def __init__(self, broker: Broker, port: int = DEFAULT_PORT, host: str = "0.0.0.0") -> None:
+    def __init__(self, broker: Broker, port: int = DEFAULT_PORT, host: str = "0.0.0.0",
+                 sweep_s: float = SWEEP_S, session_idle_s: float = SESSION_IDLE_S) -> None:
         self.broker = broker
+        self.sweep_s = sweep_s
+        self.session_idle_s = session_idle_s
+        self._sweeper: asyncio.Task[None] | None = None
         self.bind_host = host
         self.requested_port = port
         self.ctx = FrontContext(broker, broker.store_config.broker_ip1, port, Sessions())
@@ -55,9 +64,33 @@ class GrpcFront:
         self.ctx.port = bound
         await server.start()
         self._server = server
+        self._sweeper = asyncio.create_task(self._sweep_loop(), name="grpc-front-sweep")
         log.info("gRPC front (apache.rocketmq.v2) listening on %s", self.address)
 
+    def sweep(self) -> int:
+        """End idle sessions (module docstring); how many ended."""
+        gone = self.ctx.sessions.expire(self.session_idle_s)
+        for s in gone:
+            for group in s.leave(self.broker):
+                self.broker.notify_consumer_ids_changed(group)
+            s.channel.close()
+        return len(gone)
+
+    async def _sweep_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.sweep_s)
+            try:
+                self.sweep()
+            except Exception:  # one bad sweep must not end them for good
+                log.exception("ending idle gRPC client sessions failed")
+
     async def close(self) -> None:
+        sweeper, self._sweeper = self._sweeper, None
+        if sweeper is not None:
+            sweeper.cancel()
+            await asyncio.wait([sweeper])
+        for s in self.ctx.sessions.all():
+            s.channel.close()  # ends the Telemetry streams, so the server's stop need not wait
         server, self._server = self._server, None
         if server is not None:
             await server.stop(STOP_GRACE_S)

@@ -19,6 +19,9 @@ from rocketlite.proxy.server import GrpcFront
 from rocketlite.store.config import StoreConfig
 
 CLIENT_ID = "test-client@1234#0"
+# FrontContext fields a test module sets for every front it starts (``limits``, ``renew``): set
+# with ``monkeypatch.setitem`` before the world starts (e.g. in an autouse fixture).
+FRONT_OVERRIDES: dict[str, object] = {}
 
 
 def store_config(root: Path, **extra: str) -> StoreConfig:
@@ -67,6 +70,8 @@ async def grpc_world(root: Path, broker_props: dict[str, str] | None = None,
         broker = Broker(BrokerConfig.from_properties(props), store_config(root, **store_props))
         await broker.start()
         front = GrpcFront(broker, 0, host="127.0.0.1")
+        for name, value in FRONT_OVERRIDES.items():
+            setattr(front.ctx, name, value)
         await front.start()
         channel = grpc.aio.insecure_channel(f"127.0.0.1:{front.port}")
         yield GrpcEnv(ns, broker, front, channel, service_pb2_grpc.MessagingServiceStub(channel))

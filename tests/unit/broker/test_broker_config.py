@@ -14,6 +14,8 @@ from rocketlite.common.errors import ConfigError
 from rocketlite.store.config import StoreConfig
 
 KEYS = {
+    "reviveQueueNum", "reviveInterval", "popPollingSize", "maxPopPollingSize",
+    "popInflightMessageThreshold", "popFromRetryProbability", "popAckTimeInterval",
     "brokerClusterName", "brokerName", "brokerId", "namesrvAddr", "brokerPermission",
     "autoCreateTopicEnable", "autoCreateSubscriptionGroup", "defaultTopicQueueNums",
     "longPollingEnable", "shortPollingTimeMills", "maxTransferCountOnMessageInMemory",

@@ -22,6 +22,8 @@ ALL_HEADERS: list[type[Header]] = sorted(
 
 # The headers the broker and the NameServer need (the brief's list), by Java class name.
 EXPECTED = {
+    "PopMessageRequestHeader", "PopMessageResponseHeader", "AckMessageRequestHeader",
+    "ChangeInvisibleTimeRequestHeader", "ChangeInvisibleTimeResponseHeader",
     "SendMessageRequestHeader",
     "SendMessageResponseHeader",
     "PullMessageRequestHeader",

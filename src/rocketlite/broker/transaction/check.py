@@ -18,9 +18,10 @@ appends are memory copies, as the send path's):
 4. An undecided message checked ``transactionCheckMax`` times already goes to the readable
    ``TRANS_CHECK_MAX_TIME_TOPIC``. Otherwise a copy with ``TRANSACTION_CHECK_TIMES`` + 1 is put at
    the end of the half queue (``putBackHalfMsgQueue``: the original stays immutable and the scan
-   moves on) and CHECK_TRANSACTION_STATE (oneway) goes to one live connection of its producer
-   group, naming the copy's offsets, with the copy's record as the body. With no producer online
-   the check counts all the same and is retried next round, so a vanished group's messages end
+   moves on) and CHECK_TRANSACTION_STATE (oneway) goes to one live channel of its producer
+   group (a ``ProducerChannel``: a Remoting connection or a 5.x client's Telemetry stream),
+   naming the copy's offsets, with the copy's record as the body. With no producer online the
+   check counts all the same and is retried next round, so a vanished group's messages end
    in the check-max topic instead of being re-put forever (Java does the same).
 5. Commit both offsets (the op offset moves over the contiguous op records of done messages).
 
@@ -42,7 +43,7 @@ import dataclasses
 import logging
 import random
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from rocketlite.broker.timer_divert import parse_int
 from rocketlite.broker.transaction.half import (
@@ -68,7 +69,6 @@ from rocketlite.formats.properties import UNIQ_KEY
 from rocketlite.protocol.codes import RequestCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.headers import CheckTransactionStateRequestHeader
-from rocketlite.remoting.connection import Connection
 
 if TYPE_CHECKING:
     from rocketlite.broker.transaction.service import TransactionalMessageService
@@ -80,6 +80,18 @@ MAX_ROUND_S = 0.5  # loop time per round
 YIELD_EVERY = 256  # messages between yields to the loop
 OP_BATCH = 256  # op units read at a time
 HALF_BATCH = 256  # half units read at a time
+
+
+@runtime_checkable
+class ProducerChannel(Protocol):
+    """What a check needs of a producer's channel: a Remoting ``Connection``, or the gRPC
+    front's ``TelemetryChannel`` (which turns CHECK_TRANSACTION_STATE into the 5.x client's
+    RecoverOrphanedTransactionCommand)."""
+
+    @property
+    def is_open(self) -> bool: ...
+
+    def send_oneway(self, cmd: RemotingCommand) -> None: ...
 
 
 @dataclasses.dataclass(slots=True)
@@ -286,7 +298,7 @@ class TransactionCheckService:
             return True
         group = producer_group(rec) or ""
         live = [ch for ch in svc.broker.producers.channels(group)
-                if isinstance(ch, Connection) and ch.is_open]
+                if isinstance(ch, ProducerChannel) and ch.is_open]
         if not live:
             self.stats.no_producer += 1
             log.warning("transaction check: no producer of group %r online for half message %d "

@@ -1,0 +1,111 @@
+"""Field checks of the 5.x requests (the Java proxy's ``GrpcValidator`` and
+``SendMessageActivity`` checks), each raising ``FrontError`` with the v2 code and what was wrong:
+
+=====================  ===============================  ===========================================
+check                  code                             rule
+=====================  ===============================  ===========================================
+``topic_name``         ILLEGAL_TOPIC                    not blank, ``[%|a-zA-Z0-9_-]``, <= 127,
+                                                        not a system topic (``SYSTEM_TOPICS``,
+                                                        ``rmq_sys_*``: clients may not use them)
+``group_name``         ILLEGAL_CONSUMER_GROUP           not blank, ``[%|a-zA-Z0-9_-]``, <= 255
+``tag``                ILLEGAL_MESSAGE_TAG              empty, or not blank, no ``|``, no control
+``key``                ILLEGAL_MESSAGE_KEY              empty, or not blank, no control character
+``message_group``      ILLEGAL_MESSAGE_GROUP            not blank, < ``MAX_MESSAGE_GROUP`` bytes,
+                                                        no control character
+``property``           ILLEGAL_MESSAGE_PROPERTY_KEY     not a system name, no control character
+                                                        (key or value), no ``\\x01``/``\\x02``
+=====================  ===============================  ===========================================
+
+A control character is Java's ``Character.isISOControl``: U+0000..U+001F and U+007F..U+009F.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rocketlite.broker.topics import (
+    AUTO_CREATE_TOPIC,
+    NOT_ALLOWED_SEND_TOPICS,
+    OFFSET_MOVED_EVENT,
+    SYSTEM_TOPIC_PREFIX,
+    TopicError,
+    validate_topic,
+)
+from rocketlite.proxy.channels import SYSTEM_KEYS
+from rocketlite.proxy.pb import definition_pb2 as pb
+from rocketlite.proxy.status import Code, FrontError
+
+GROUP_MAX_LENGTH = 255
+MAX_MESSAGE_GROUP = 64  # ProxyConfig.maxMessageGroupSize (bytes)
+# TopicValidator.SYSTEM_TOPIC_SET (the broker-only topics, TBW102, OFFSET_MOVED_EVENT)
+SYSTEM_TOPICS = NOT_ALLOWED_SEND_TOPICS | {AUTO_CREATE_TOPIC, OFFSET_MOVED_EVENT}
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+_GROUP_CHARS = re.compile(r"[%|a-zA-Z0-9_-]+", re.ASCII)
+
+
+def has_control(text: str) -> bool:
+    return _CONTROL.search(text) is not None
+
+
+def topic_name(res: pb.Resource) -> str:
+    name = res.name
+    try:
+        validate_topic(name)
+    except TopicError as e:
+        raise FrontError(Code.ILLEGAL_TOPIC, f"illegal topic: {e}") from None
+    if name in SYSTEM_TOPICS or name.startswith(SYSTEM_TOPIC_PREFIX):
+        raise FrontError(Code.ILLEGAL_TOPIC, f"cannot access system topic {name}")
+    return name
+
+
+def group_name(res: pb.Resource) -> str:
+    name = res.name
+    if not name or not name.strip():
+        raise FrontError(Code.ILLEGAL_CONSUMER_GROUP, "the consumer group name is blank")
+    if len(name) > GROUP_MAX_LENGTH or not _GROUP_CHARS.fullmatch(name):
+        raise FrontError(Code.ILLEGAL_CONSUMER_GROUP,
+                         f"the consumer group name {name[:80]!r} is illegal: at most "
+                         f"{GROUP_MAX_LENGTH} letters, digits, '%', '|', '_' and '-'")
+    return name
+
+
+def tag(value: str) -> None:
+    if not value:
+        return
+    if not value.strip():
+        raise FrontError(Code.ILLEGAL_MESSAGE_TAG, "the tag is whitespace only")
+    if "|" in value:
+        raise FrontError(Code.ILLEGAL_MESSAGE_TAG, f"the tag {value[:80]!r} contains '|'")
+    if has_control(value):
+        raise FrontError(Code.ILLEGAL_MESSAGE_TAG, "the tag contains a control character")
+
+
+def key(value: str) -> None:
+    if not value:
+        return
+    if not value.strip():
+        raise FrontError(Code.ILLEGAL_MESSAGE_KEY, "a key is whitespace only")
+    if has_control(value):
+        raise FrontError(Code.ILLEGAL_MESSAGE_KEY, "a key contains a control character")
+
+
+def message_group(value: str) -> None:
+    if not value.strip():
+        raise FrontError(Code.ILLEGAL_MESSAGE_GROUP, "the message group is blank")
+    if len(value.encode()) >= MAX_MESSAGE_GROUP:
+        raise FrontError(Code.ILLEGAL_MESSAGE_GROUP,
+                         f"the message group is longer than {MAX_MESSAGE_GROUP - 1} bytes")
+    if has_control(value):
+        raise FrontError(Code.ILLEGAL_MESSAGE_GROUP,
+                         "the message group contains a control character")
+
+
+def prop(k: str, v: str) -> None:
+    if not k:
+        raise FrontError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, "a user property has an empty key")
+    if k in SYSTEM_KEYS:
+        raise FrontError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY,
+                         f"the property key {k!r} is used by the system")
+    if has_control(k) or has_control(v):
+        raise FrontError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY,
+                         f"the user property {k[:80]!r} contains a control character")

@@ -10,7 +10,8 @@ of this run (counted here; it does not raise, so the client logs no error for it
 ``SUCCESS`` otherwise; the client acks a success, and on a failure changes the message's
 invisible time to its retry back-off (standard group) or re-runs the listener locally (FIFO
 group, as the server's Settings say). The scenario ends --linger-ms after K distinct keys
-succeeded, with ``shutdown()``. Messages of other runs succeed and are reported as ``foreign``.
+succeeded (--expect 0: after --linger-ms), or on SIGTERM, with ``shutdown()``. Messages of
+other runs succeed and are reported as ``foreign``.
 
 Events: start; ready; received {key, keys, body, msgId, topic, tag, properties, messageGroup,
 deliveryAttempt, deliveryTimestamp, bornTimestamp, corrupted, recvMs, fail, thread, foreign};
@@ -19,7 +20,9 @@ done {received, succeeded}; fatal; timeout.
 
 from __future__ import annotations
 
+import signal
 import threading
+import time
 from collections import Counter
 from typing import Any
 
@@ -90,11 +93,14 @@ def main() -> int:
     emit("ready", script=SCRIPT)
 
     deadline.phase = f"consuming (expecting {args.expect} keys)"
-    with lock:
-        lock.wait_for(lambda: len(succeeded) >= args.expect)
-        # (the wait is bounded by the Deadline, which ends the process)
-    with lock:
-        lock.wait(args.linger_ms / 1000)
+    stop = threading.Event()  # SIGTERM: stop consuming now, shut down cleanly
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with lock:  # (the waits are bounded by the Deadline, which ends the process)
+        while len(succeeded) < args.expect and not stop.is_set():
+            lock.wait(0.2)
+    linger_until = time.monotonic() + args.linger_ms / 1000
+    while time.monotonic() < linger_until and not stop.is_set():
+        time.sleep(min(0.2, max(0.0, linger_until - time.monotonic())))
 
     deadline.phase = "shutting the consumer down"
     closed = shutdown(consumer, 15)

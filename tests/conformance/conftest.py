@@ -11,7 +11,8 @@
   logs, under pytest's tmp_path. A test marked ``@pytest.mark.broker_conf({...})`` gets a broker
   started with those broker.conf keys (e.g. a short ``messageDelayLevel``); one marked
   ``@pytest.mark.orderly_groups("G", ...)`` gets the consumer groups ``cx.name("G")`` made
-  orderly (FIFO) in the store before the broker starts.
+  orderly (FIFO) in the store before the broker starts, and ``@pytest.mark.group_conf({"G":
+  {"retryMaxTimes": 1}})`` any SubscriptionGroupConfig fields.
 
 The tests are marked ``conformance`` and are part of the default run (``scripts/test``, so CI);
 ``pytest -m conformance`` runs them alone.
@@ -59,15 +60,20 @@ def clients() -> Clients:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "broker_conf(props): broker.conf keys for the cx broker")
     config.addinivalue_line("markers", "orderly_groups(*kinds): orderly consumer groups for cx")
+    config.addinivalue_line("markers", "group_conf({kind: fields}): consumer group configs for cx")
 
 
 @pytest.fixture
 def cx(clients: Clients, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Conformance]:
     marker = request.node.get_closest_marker("broker_conf")
     world = Conformance(clients, tmp_path, marker.args[0] if marker else None)
-    orderly = request.node.get_closest_marker("orderly_groups")
-    if orderly:
-        world.orderly_groups(*orderly.args)
+    groups: dict[str, dict[str, object]] = {}
+    for m in request.node.iter_markers("group_conf"):
+        groups |= m.args[0]
+    for m in request.node.iter_markers("orderly_groups"):
+        groups |= {kind: {**groups.get(kind, {}), "consumeMessageOrderly": True} for kind in m.args}
+    if groups:
+        world.configure_groups(groups)
     world.start_broker()
     try:
         yield world

@@ -474,12 +474,12 @@ class Conformance:
     def start_broker(self) -> None:
         self.broker.start()
 
-    def orderly_groups(self, *kinds: str) -> None:
-        """Before the broker starts: consumer groups ``name(kind)`` made orderly
-        (``consumeMessageOrderly``, what ``mqadmin updateSubGroup -o true`` sets) in the store's
+    def configure_groups(self, groups: dict[str, dict[str, Any]]) -> None:
+        """Before the broker starts: consumer groups ``name(kind)`` with these
+        SubscriptionGroupConfig fields (e.g. ``consumeMessageOrderly``, what ``mqadmin
+        updateSubGroup -o true`` sets, or ``retryMaxTimes``) in the store's
         ``config/subscriptionGroup.json``, which the broker loads when it starts."""
-        table = {self.name(k): {"groupName": self.name(k), "consumeMessageOrderly": True}
-                 for k in kinds}
+        table = {self.name(k): {"groupName": self.name(k), **fields} for k, fields in groups.items()}
         path = self.broker.store_dir / "config" / "subscriptionGroup.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"subscriptionGroupTable": table}))

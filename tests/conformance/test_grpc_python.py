@@ -194,6 +194,32 @@ def test_push_consumer_listener_fails_once_then_succeeds(cx: Conformance) -> Non
     assert_received_as_sent(sent, got, topic, "push consumer")
 
 
+@pytest.mark.group_conf({"GDLQ": {"retryMaxTimes": 1}})
+def test_push_consumer_always_failing_ends_in_the_dlq(cx: Conformance) -> None:
+    """maxReconsumeTimes: a group with retryMaxTimes 1 (Settings: 2 delivery attempts) whose
+    PushConsumer listener always fails: each message is delivered twice, never a third time, and
+    ends in %DLQ%<group> whole, where a Remoting consumer reads it."""
+    n = 3
+    topic, group = cx.name("G5_DLQ"), cx.name("GDLQ")
+    cx.create_topic(topic)
+    c = cx.g5py("push_consume", topic, group, "--expect", "0", "--fail-times", "1000",
+                "--linger-ms", "60000")
+    c.wait_event("ready", READY_S)
+    sent = sent_of(cx.g5py("produce", topic, cx.name("P"), "--n", str(n)).finish(FINISH_S))
+    dlq = f"%DLQ%{group}"
+    remote = asyncio.run(remoting_consume(cx.broker.namesrv_addr, dlq, cx.name("GR"),
+                                          [e["key"] for e in sent]))
+    got = received_of(c.stop(FINISH_S))
+    for key, ds in deliveries_by_key(got).items():
+        assert [(d["deliveryAttempt"], d["fail"]) for d in ds] == [(1, True), (2, True)], (key, ds)
+    assert sorted(deliveries_by_key(got)) == sorted(e["key"] for e in sent), c.describe()
+    assert sorted(min(m.keys) for m in remote) == sorted(e["key"] for e in sent)
+    assert {min(m.keys): m.body.decode() for m in remote} == {e["key"]: e["body"] for e in sent}
+    state = cx.stop_broker()
+    assert sorted(stored_keys(m)[0] for m in state.messages_of(dlq)) == sorted(
+        e["key"] for e in sent), state.describe(dlq)
+
+
 def test_remoting_and_grpc_clients_mix_on_one_topic(cx: Conformance) -> None:
     """Mixing 4.x and 5.x on one topic: rocketlite's Remoting producer's messages reach a gRPC
     SimpleConsumer, and the gRPC Producer's messages reach rocketlite's Remoting push consumer,

@@ -3,7 +3,7 @@ report every delivery.
 
     python simple_consume.py --endpoints 127.0.0.1:8081 --topic T --group G --run-id r1
                              --expect K [--batch 16] [--invisible-s 15] [--await-s 2]
-                             [--first ack|skip|change] [--change-to-s 2] [--tag '*']
+                             [--first ack|skip|change|odd] [--change-to-s 2] [--tag '*']
                              [--linger-ms 0] [--deadline-ms 60000]
 
 Loops ``receive(--batch, --invisible-s)`` (long polling --await-s) until K distinct keys of this
@@ -12,6 +12,7 @@ run were acked, then goes on receiving for --linger-ms (a redelivery or a duplic
 then ``shutdown()``. What it does with a message on its first delivery (``delivery_attempt`` 1):
   ack     ``ack`` it.
   skip    leave it: it comes back when its invisible time is over (with delivery_attempt 2).
+  odd     leave it if its index i is odd (it counts as one of the K keys), ack it if even.
   change  ``change_invisible_duration(m, --change-to-s)`` and leave it: it comes back after the
           new duration, not after --invisible-s.
 Every later delivery is acked. Messages of other runs (keys not starting with the run id) are
@@ -53,7 +54,7 @@ def main() -> int:
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--invisible-s", type=int, default=15)
     p.add_argument("--await-s", type=int, default=2)
-    p.add_argument("--first", choices=("ack", "skip", "change"), default="ack")
+    p.add_argument("--first", choices=("ack", "skip", "change", "odd"), default="ack")
     p.add_argument("--change-to-s", type=int, default=2)
     p.add_argument("--tag", default="*")
     p.add_argument("--linger-ms", type=int, default=0)
@@ -85,6 +86,10 @@ def main() -> int:
         ours = isinstance(key, str) and key.startswith(f"{args.run_id}-")
         attempt = fields["deliveryAttempt"] or 1
         action = args.first if ours and attempt == 1 else "ack"
+        if action == "odd":  # leave odd indexes (they count as done), ack even ones
+            action = "skip" if int(key.rsplit("-", 1)[1]) % 2 else "ack"
+            if action == "skip":
+                done_keys.add(key)
         received += 1
         emit("received", action=action, foreign=not ours, **fields)
         if action == "ack":

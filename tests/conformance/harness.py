@@ -474,6 +474,14 @@ class Conformance:
     def start_broker(self) -> None:
         self.broker.start()
 
+    def kill_and_restart_broker(self) -> None:
+        """SIGKILL the broker (no shutdown: what a crash leaves), then start it again on the same
+        ports and store; its console goes on in broker-restarted.log (the first one is kept)."""
+        self.broker.kill()
+        self.broker.exit_code = None
+        self.broker.log_path = self.logs / "broker-restarted.log"
+        self.broker.start()
+
     def configure_groups(self, groups: dict[str, dict[str, Any]]) -> None:
         """Before the broker starts: consumer groups ``name(kind)`` with these
         SubscriptionGroupConfig fields (e.g. ``consumeMessageOrderly``, what ``mqadmin

@@ -9,6 +9,7 @@ topic. Judged by what the clients received and by the broker's store after it st
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from grpc_checks import (
@@ -172,6 +173,37 @@ def test_simple_consumer_ack_change_invisible_and_redelivery(cx: Conformance) ->
     changed = received_of(changer.finish(FINISH_S))
     assert len(changer.of("changed")) == n, changer.describe()
     assert_redelivered(changed, keys, 1500, 8000, "messages whose invisible time was changed")
+
+
+@pytest.mark.broker_conf({"flushConsumerOffsetInterval": "300"})
+def test_pop_state_survives_a_broker_sigkill(cx: Conformance) -> None:
+    """POP after a crash: a SimpleConsumer receives 4 messages (invisible 10 s), acks the even
+    ones and leaves the odd ones; once the consumer offsets were flushed (every 300 ms here) the
+    broker is SIGKILLed and started again on its store; a new SimpleConsumer of the group gets
+    the odd ones back after their invisible time, attempt 2, and not the acked ones."""
+    n = 4
+    topic, group = cx.name("G5_KILL"), cx.name("GK")
+    cx.create_topic(topic)
+    sent = sent_of(cx.g5py("produce", topic, cx.name("P"), "--n", str(n)).finish(FINISH_S))
+    c1 = cx.g5py("simple_consume", topic, group, "--expect", str(n), "--first", "odd",
+                 "--invisible-s", str(MIN_INVISIBLE_S), "--await-s", "1")
+    first = received_of(c1.finish(FINISH_S))
+    assert sorted((e["key"], e["deliveryAttempt"]) for e in first) == [
+        (e["key"], 1) for e in sorted(sent, key=lambda e: e["key"])], c1.describe()
+    odd = sorted(e["key"] for e in sent if int(e["key"].rsplit("-", 1)[1]) % 2)
+    time.sleep(1.0)  # a few flushConsumerOffsetInterval: the popped offsets are on disk
+    cx.kill_and_restart_broker()
+
+    c2 = cx.g5py("simple_consume", topic, group, "--expect", str(len(odd)), "--await-s", "1")
+    again = received_of(c2.finish(FINISH_S))
+    back = {e["key"]: e for e in again}
+    assert sorted(back) == odd, f"after the restart the group got {sorted(back)}, {odd} expected"
+    first_ms = {e["key"]: e["recvMs"] for e in first}
+    for key, e in back.items():
+        assert e["deliveryAttempt"] == 2, e
+        assert e["recvMs"] - first_ms[key] >= MIN_INVISIBLE_S * 1000 - 500, (
+            f"{key} came back {e['recvMs'] - first_ms[key]} ms after its first delivery")
+    assert_received_as_sent(sent, again, topic, "messages back after the restart")
 
 
 def test_push_consumer_listener_fails_once_then_succeeds(cx: Conformance) -> None:

@@ -54,20 +54,28 @@ def test_node_producer_send_reaches_store_and_both_consumers(cx: Conformance) ->
 
 
 @pytest.mark.orderly_groups("GF")
-def test_node_fifo_and_delay(cx: Conformance) -> None:
+@pytest.mark.broker_conf({"transactionCheckInterval": "1000", "transactionTimeOut": "1000"})
+def test_node_fifo_delay_and_transactions(cx: Conformance) -> None:
     """FIFO (3 message groups, FIFO topic, an orderly consumer group): a Node SimpleConsumer
     sees each group in send order.
+    TRANSACTION: committed visible, rolled back never, UNKNOWN resolved (COMMIT) by the Node
+    client's TransactionChecker through the Telemetry check.
     DELAY (deliveryTimestamp 2.5 s ahead, in milliseconds): a waiting Node SimpleConsumer
     receives each at or after its time, and before the timer's next 1 s tick has long passed."""
     n = 9
-    fifo, delayed = cx.name("N5_FIFO"), cx.name("N5_DELAY")
+    fifo, delayed, txt = cx.name("N5_FIFO"), cx.name("N5_DELAY"), cx.name("N5_TX")
     cx.create_topic(fifo, message_type="FIFO")
     cx.create_topic(delayed)
+    cx.create_topic(txt)
     fc = cx.node5("simple_consume", fifo, cx.name("GF"), "--expect", str(n), "--await-ms", "1000",
                   "--batch", "4")
     dc = cx.node5("simple_consume", delayed, cx.name("GD"), "--expect", "3", "--await-ms", "1000")
-    fc.wait_event("ready", READY_S)
-    dc.wait_event("ready", READY_S)
+    tc = cx.node5("simple_consume", txt, cx.name("GT"), "--expect", "2", "--await-ms", "1000",
+                  "--linger-ms", "2500")
+    for proc in (fc, dc, tc):
+        proc.wait_event("ready", READY_S)
+    tp = cx.node5("produce", txt, cx.name("P"), "--n", "3", "--mode", "transaction",
+                  "--tx", "commit,rollback,unknown", "--checker", "commit", "--wait-checks", "1")
     fp = cx.node5("produce", fifo, cx.name("P"), "--n", str(n), "--mode", "fifo", "--groups", "3")
     dp = cx.node5("produce", delayed, cx.name("P"), "--n", "3", "--mode", "delay",
                   "--delay-ms", "2500")
@@ -90,7 +98,17 @@ def test_node_fifo_and_delay(cx: Conformance) -> None:
     assert not late, f"delivered more than {DELAY_LATE_MS} ms after their time: {late}"
     assert all(e["deliveryTimestamp"] == due[e["key"]] for e in got), (
         "the received deliveryTimestamp differs from the one sent (ms)", got)
+    tx_events = tp.finish(FINISH_S)
+    fate = {e["key"]: e["fate"] for e in sent_of(tx_events)}
+    assert sorted(fate.values()) == ["commit", "rollback", "unknown"], tp.describe()
+    assert {e["key"] for e in tp.of("checked")} == {k for k, f in fate.items() if f == "unknown"}
+    got = received_of(tc.finish(FINISH_S))
+    visible = [e for e in sent_of(tx_events) if fate[e["key"]] != "rollback"]
+    assert_same_messages(pairs(visible, "sent"), pairs(got, "received"), "Node transactions")
+    assert_received_as_sent(visible, got, txt, "Node transactions")
+
     state = cx.stop_broker()
+    assert_stored_as_sent(state, txt, visible, "store (transactions)")
     assert_stored_as_sent(state, fifo, fifo_sent, "store (FIFO)")
     assert_stored_as_sent(state, delayed, delay_sent, "store (delayed)")
 

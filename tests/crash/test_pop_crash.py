@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from brokerhelp import ServerProcess, broker_addr, decode_records, send_request, start_args
-from rocketlite.broker.pop.records import ReceiptHandle
 from rocketlite.formats.message_record import MessageRecord
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
@@ -22,6 +21,7 @@ from rocketlite.protocol.headers import (
     PopMessageRequestHeader,
     PopMessageResponseHeader,
 )
+from rocketlite.protocol.pop_info import ReceiptHandle
 from rocketlite.remoting.client import RemotingClient
 
 pytestmark = pytest.mark.crash

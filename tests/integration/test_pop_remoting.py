@@ -16,7 +16,6 @@ import pytest
 
 from brokerhelp import decode_records
 from integration.test_broker import Env, eventually, running
-from rocketlite.broker.pop.records import ReceiptHandle
 from rocketlite.protocol.bodies import TopicConfig
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
@@ -27,6 +26,7 @@ from rocketlite.protocol.headers import (
     PopMessageRequestHeader,
     PopMessageResponseHeader,
 )
+from rocketlite.protocol.pop_info import ReceiptHandle
 from storehelp import wait_dispatched
 
 pytestmark = pytest.mark.integration

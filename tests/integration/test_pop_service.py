@@ -23,12 +23,13 @@ from rocketlite.broker.pop.errors import (
     ReceiptHandleExpired,
     TopicNotFound,
 )
-from rocketlite.broker.pop.records import REVIVE_GROUP, ReceiptHandle
+from rocketlite.broker.pop.records import REVIVE_GROUP
 from rocketlite.broker.pop.service import PopResult, PopService, PopStatus
 from rocketlite.broker.subscriptions import SubscriptionGroupConfig
 from rocketlite.common.errors import DiskFullError
 from rocketlite.formats.properties import encode_properties
 from rocketlite.protocol.bodies import SubscriptionData, TopicConfig
+from rocketlite.protocol.pop_info import ReceiptHandle
 from rocketlite.store.message import MessageToStore
 from storehelp import wait_dispatched
 

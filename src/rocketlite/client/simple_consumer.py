@@ -56,6 +56,8 @@ from rocketlite.protocol.pop_info import (
     FIRST_POP_TIME,
     MAX_BATCH_ACKS,
     MAX_BITSET_BYTES,
+    MAX_INVISIBLE_MS,
+    MAX_POP_NUM,
     POP_CK,
     ReceiptHandle,
     batch_acks,
@@ -63,9 +65,9 @@ from rocketlite.protocol.pop_info import (
 
 log = logging.getLogger(__name__)
 
-MAX_RECEIVE = 32
+MAX_RECEIVE = MAX_POP_NUM
 """The most messages one receive asks for (a POP_MESSAGE's limit, RocketMQ's)."""
-MAX_INVISIBLE = dt.timedelta(hours=12)
+MAX_INVISIBLE = dt.timedelta(milliseconds=MAX_INVISIBLE_MS)
 MAX_AWAIT = dt.timedelta(seconds=60)
 INIT_LAST, INIT_MIN = 0, 1  # ConsumeInitMode
 MAX_BIT = 8 * MAX_BITSET_BYTES  # the furthest a batch-acked message may lie past its CK's start

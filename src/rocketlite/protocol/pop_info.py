@@ -27,9 +27,13 @@ start offset, ``q`` queue, ``rq`` revive queue, ``pt`` pop time, ``it`` invisibl
 acked offsets as a Java ``BitSet`` (bit i acks offset ``so + i``) written by fastjson as the base64
 of ``BitSet.toByteArray()`` (little-endian, trailing zero bytes dropped).
 
-Limits: a handle is at most ``MAX_HANDLE_LENGTH`` characters, an info string at most
-``MAX_INFO_LENGTH``, a batch-ack body at most ``MAX_BATCH_ACKS`` entries and ``MAX_BITSET_BYTES``
-per BitSet; anything malformed raises ``InvalidReceiptHandle`` or ``PopInfoError`` saying why.
+Limits, the same for the broker that reads and the client that writes: a pop asks for at most
+``MAX_POP_NUM`` messages, hidden at most ``MAX_INVISIBLE_MS``; a handle is at most
+``MAX_HANDLE_LENGTH`` characters, an info string at most ``MAX_INFO_LENGTH``, a batch-ack body at
+most ``MAX_BATCH_ACK_BODY_BYTES`` bytes, ``MAX_BATCH_ACKS`` entries, ``MAX_BITSET_BYTES`` per
+BitSet (offsets within ``8 * MAX_BITSET_BYTES`` of the CK's start) and ``MAX_BATCH_ACK_OFFSETS``
+acked offsets; ``encode_batch_ack_body`` refuses what ``parse_batch_ack_body`` would. Anything
+malformed raises ``InvalidReceiptHandle`` or ``PopInfoError`` saying why.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,12 +52,19 @@ RETRY_TOPIC_PREFIX = "%RETRY%"  # MixAll.RETRY_GROUP_TOPIC_PREFIX
 POP_CK = "POP_CK"  # MessageConst.PROPERTY_POP_CK: the handle, as a Java client keeps it
 FIRST_POP_TIME = "1ST_POP_TIME"  # MessageConst.PROPERTY_FIRST_POP_TIME
 RETRY_NONE, RETRY_V1, RETRY_V2 = 0, 1, 2
+MAX_POP_NUM = 32  # messages of one POP_MESSAGE (maxMsgNums): a CK's bitmap is an int
+MAX_INVISIBLE_MS = 12 * 3600 * 1000  # the longest invisible time of a pop or a change
 MAX_HANDLE_LENGTH = 512
 MAX_INFO_LENGTH = 64 * 1024
 MAX_INFO_ENTRIES = 1024
-MAX_BATCH_ACKS = 1024
-MAX_BITSET_BYTES = 1024
+MAX_BATCH_ACKS = 1024  # entries of one BATCH_ACK_MESSAGE body
+MAX_BITSET_BYTES = 128  # an entry's offsets lie within 1024 of its CK's start
+MAX_BATCH_ACK_OFFSETS = 32 * MAX_BATCH_ACKS  # acked offsets of one body
+MAX_BATCH_ACK_BODY_BYTES = 1024 * MAX_BATCH_ACKS  # an entry with 255/127-character names fits
 _MAX_DIGITS = 20
+# the usual handle, matched at once; anything else takes ReceiptHandle._parse_slowly's checks
+_HANDLE = re.compile(r"(\d{1,18}) (\d{1,18}) (\d{1,18}) (\d{1,9}) ([012]) ([^ ]{1,200}) (\d{1,9})"
+                     r"(?: (\d{1,18}))?", re.ASCII)
 
 
 class PopInfoError(FormatError):
@@ -128,6 +140,17 @@ class ReceiptHandle:
 
     @classmethod
     def parse(cls, text: str) -> ReceiptHandle:
+        m = _HANDLE.fullmatch(text)
+        if m is not None:  # the usual handle: one regex, then the reasons below are not needed
+            ck, pt, it, rq, retry, bn, qid, mo = m.groups()
+            return cls(int(ck), int(pt), int(it), int(rq), int(retry), bn, int(qid),
+                       None if mo is None else int(mo))
+        return cls._parse_slowly(text)
+
+    @classmethod
+    def _parse_slowly(cls, text: str) -> ReceiptHandle:
+        """``parse`` of a handle the fast pattern refused: the reason, or the handle (a field
+        the pattern does not allow for, e.g. an 11-digit queue id, is checked here)."""
         if not text:
             raise InvalidReceiptHandle("the receipt handle is empty")
         if len(text) > MAX_HANDLE_LENGTH:
@@ -288,7 +311,8 @@ class PopReplyInfo:
 
 @dataclass(frozen=True, slots=True)
 class BatchAck:
-    """One entry of BATCH_ACK_MESSAGE's body: the acked offsets of one CK as a bit set."""
+    """One entry of BATCH_ACK_MESSAGE's body (``BatchAck``: ``c t r so q rq pt it b``): the
+    acked offsets of one CK, bit i of ``bits`` acking queue offset ``start_offset + i``."""
 
     cid: str
     topic: str
@@ -341,16 +365,42 @@ def batch_acks(group: str, topic: str, handles: list[ReceiptHandle]) -> list[Bat
                      h.pop_time, h.invisible_time, bits) for h, bits in merged.values()]
 
 
-def encode_batch_ack_body(broker_name: str, acks: list[BatchAck]) -> bytes:
-    """BATCH_ACK_MESSAGE's body for ``acks`` of one broker."""
+def _check_acks(acks: list[BatchAck]) -> None:
+    """The bounds of a body's entries, the same whether building or reading one."""
     if len(acks) > MAX_BATCH_ACKS:
-        raise PopInfoError(f"{len(acks)} batch-ack entries, more than {MAX_BATCH_ACKS}")
+        raise PopInfoError(f"batch ack body with {len(acks)} entries, more than {MAX_BATCH_ACKS}")
+    total = 0
+    for a in acks:
+        size = (a.bits.bit_length() + 7) // 8
+        if size > MAX_BITSET_BYTES:
+            raise PopInfoError(f"batch ack: a BitSet of {size} bytes, more than "
+                               f"{MAX_BITSET_BYTES}")
+        total += a.bits.bit_count()
+    if total > MAX_BATCH_ACK_OFFSETS:
+        raise PopInfoError(f"batch ack body acks {total} offsets, more than "
+                           f"{MAX_BATCH_ACK_OFFSETS}")
+
+
+def _check_size(size: int) -> None:
+    if size > MAX_BATCH_ACK_BODY_BYTES:
+        raise PopInfoError(f"batch ack body of {size} bytes, more than "
+                           f"{MAX_BATCH_ACK_BODY_BYTES}")
+
+
+def encode_batch_ack_body(broker_name: str, acks: list[BatchAck]) -> bytes:
+    """BATCH_ACK_MESSAGE's body for ``acks`` of one broker; ``PopInfoError`` for a body the
+    broker would refuse (too many entries, offsets or bytes)."""
+    _check_acks(acks)
     obj = {"acks": [a.to_obj() for a in acks], "brokerName": broker_name}
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    body = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    _check_size(len(body))
+    return body
 
 
 def _get(obj: dict[str, Any], key: str, typ: type) -> Any:
-    v = obj.get(key)
+    if key not in obj:
+        raise PopInfoError(f"batch ack entry lacks {key!r}")
+    v = obj[key]
     if typ is int and (not isinstance(v, int) or isinstance(v, bool)):
         raise PopInfoError(f"batch ack: {key!r} is not an integer: {v!r}")
     if typ is str and not isinstance(v, str):
@@ -376,8 +426,7 @@ def _bitset(v: Any) -> int:
 
 def parse_batch_ack_body(data: bytes) -> tuple[str, list[BatchAck]]:
     """BATCH_ACK_MESSAGE's body: the broker name ("" when absent) and the entries."""
-    if len(data) > MAX_BATCH_ACKS * 512:
-        raise PopInfoError(f"batch ack body of {len(data)} bytes is too large")
+    _check_size(len(data))
     try:
         obj = json.loads(data)
     except (ValueError, UnicodeDecodeError) as e:
@@ -397,5 +446,6 @@ def parse_batch_ack_body(data: bytes) -> tuple[str, list[BatchAck]]:
         out.append(BatchAck(_get(a, "c", str), _get(a, "t", str), int(r), _get(a, "so", int),
                             _get(a, "q", int), _get(a, "rq", int), _get(a, "pt", int),
                             _get(a, "it", int), _bitset(a.get("b", ""))))
+    _check_acks(out)
     broker = obj.get("brokerName")
     return (broker if isinstance(broker, str) else ""), out

@@ -7,8 +7,8 @@ checks and codes are the Java proxy's (``GrpcValidator``, ``ReceiveMessageActivi
 ==========================================  ====================================================
 check                                       code
 ==========================================  ====================================================
-topic blank, bad characters, > 127, system  ILLEGAL_TOPIC
-group blank, bad characters, > 255, system  ILLEGAL_CONSUMER_GROUP
+topic blank, bad characters, > 127, system  ILLEGAL_TOPIC (``validate.topic_name``)
+group blank, bad characters, > 255, system  ILLEGAL_CONSUMER_GROUP (``validate.group_name``)
 topic unknown                               TOPIC_NOT_FOUND
 broker or topic not readable                FORBIDDEN
 group unknown (autoCreateSubscriptionGroup  CONSUMER_GROUP_NOT_FOUND
@@ -34,14 +34,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rocketlite.broker.config import PERM_READ
-from rocketlite.broker.pop.records import MAX_CK_NUM
 from rocketlite.broker.pop.service import MAX_POLL_MS
 from rocketlite.broker.subscriptions import SubscriptionGroupConfig
-from rocketlite.broker.topics import TopicError, is_system_topic, validate_topic
 from rocketlite.common.errors import ConfigError
 from rocketlite.protocol.bodies import SubscriptionData, TopicConfig
+from rocketlite.protocol.pop_info import MAX_INVISIBLE_MS, MAX_POP_NUM
+from rocketlite.proxy import validate
 from rocketlite.proxy.pb import definition_pb2 as pb
-from rocketlite.proxy.status import Code, error_status, status
+from rocketlite.proxy.status import Code, FrontError, error_status
 from rocketlite.store.config import kwargs_from_properties
 
 if TYPE_CHECKING:
@@ -50,20 +50,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class FrontError(Exception):
-    """A request the front answers with ``code`` and ``message`` instead of serving it."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
 def answer(e: BaseException, rpc: str) -> pb.Status:
     """The v2 status for what stopped an RPC: a ``FrontError`` as raised, a broker error by
     ``status.error_status`` (an unexpected one logged with its trace)."""
-    if isinstance(e, FrontError):
-        return status(e.code, e.message)
     st = error_status(e)
     if st.code == Code.INTERNAL_SERVER_ERROR:
         log.error("%s failed", rpc, exc_info=e)
@@ -94,7 +83,8 @@ class ConsumeLimits:
 
     min_invisible_ms: int = field(default=10_000,
                                   metadata={"key": "minInvisibleTimeMillsForRecv"})
-    max_invisible_ms: int = field(default=12 * 3600_000, metadata={"key": "maxInvisibleTimeMills"})
+    max_invisible_ms: int = field(default=MAX_INVISIBLE_MS,
+                                  metadata={"key": "maxInvisibleTimeMills"})
     min_polling_ms: int = field(default=5_000, metadata={
         "key": "grpcClientConsumerMinLongPollingTimeoutMillis"})
     max_polling_ms: int = field(default=20_000, metadata={
@@ -105,9 +95,10 @@ class ConsumeLimits:
                            metadata={"key": "grpcClientConsumerLongPollingBatchSize"})
 
     def __post_init__(self) -> None:
-        if not 0 < self.min_invisible_ms <= self.max_invisible_ms:
-            raise ConfigError(f"minInvisibleTimeMillsForRecv={self.min_invisible_ms} must be "
-                              f"above 0 and at most maxInvisibleTimeMills={self.max_invisible_ms}")
+        if not 0 < self.min_invisible_ms <= self.max_invisible_ms <= MAX_INVISIBLE_MS:
+            raise ConfigError(f"minInvisibleTimeMillsForRecv={self.min_invisible_ms} and "
+                              f"maxInvisibleTimeMills={self.max_invisible_ms} must satisfy "
+                              f"0 < min <= max <= {MAX_INVISIBLE_MS} (the broker's bound)")
         if not 0 <= self.min_polling_ms <= self.max_polling_ms <= MAX_POLL_MS:
             raise ConfigError(
                 f"grpcClientConsumerMinLongPollingTimeoutMillis={self.min_polling_ms} and "
@@ -116,9 +107,9 @@ class ConsumeLimits:
         if self.polling_reserve_ms < 0:
             raise ConfigError(f"longPollingReserveTimeInMillis={self.polling_reserve_ms} is "
                               "negative")
-        if not 1 <= self.max_batch <= MAX_CK_NUM:
+        if not 1 <= self.max_batch <= MAX_POP_NUM:
             raise ConfigError(f"grpcClientConsumerLongPollingBatchSize={self.max_batch} must be "
-                              f"within 1..{MAX_CK_NUM}")
+                              f"within 1..{MAX_POP_NUM}")
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> ConsumeLimits:
@@ -126,41 +117,12 @@ class ConsumeLimits:
 
 
 
-GROUP_MAX_LENGTH = 255
-SYS_GROUP_PREFIX = "CID_RMQ_SYS_"
-_NAME_CHARS = re.compile(r"[%|a-zA-Z0-9_-]+", re.ASCII)
 ILLEGAL_POLLING_TIME_SINCE = (5, 0, 3)
-
-
-def check_topic_name(broker: Broker, topic: str) -> None:
-    if not topic or not topic.strip():
-        raise FrontError(Code.ILLEGAL_TOPIC, "topic name cannot be empty")
-    if is_system_topic(topic, broker.config):
-        raise FrontError(Code.ILLEGAL_TOPIC, f"cannot access system topic {topic}")
-    try:
-        validate_topic(topic)
-    except TopicError as e:
-        raise FrontError(Code.ILLEGAL_TOPIC, str(e)) from None
-
-
-def check_group_name(group: str) -> None:
-    if not group or not group.strip():
-        raise FrontError(Code.ILLEGAL_CONSUMER_GROUP, "consumer group cannot be empty")
-    if group.startswith(SYS_GROUP_PREFIX):
-        raise FrontError(Code.ILLEGAL_CONSUMER_GROUP, f"cannot use system consumer group {group}")
-    if not _NAME_CHARS.fullmatch(group):
-        raise FrontError(Code.ILLEGAL_CONSUMER_GROUP,
-                         f"the consumer group {group[:80]!r} contains characters other than "
-                         "letters, digits, '%', '|', '_' and '-'")
-    if len(group) > GROUP_MAX_LENGTH:
-        raise FrontError(Code.ILLEGAL_CONSUMER_GROUP,
-                         f"the consumer group is {len(group)} characters long, "
-                         f"longer than {GROUP_MAX_LENGTH}")
 
 
 def find_topic(broker: Broker, topic: str, queue_id: int | None = None) -> TopicConfig:
     """The readable topic (and, given, a queue id among its read queues) of a readable broker."""
-    check_topic_name(broker, topic)
+    validate.topic_name(topic, broker.config)
     if not broker.config.broker_permission & PERM_READ:
         raise FrontError(Code.FORBIDDEN,
                          f"the broker {broker.config.broker_name} is not readable")
@@ -177,7 +139,7 @@ def find_topic(broker: Broker, topic: str, queue_id: int | None = None) -> Topic
 
 def find_group(broker: Broker, group: str) -> SubscriptionGroupConfig:
     """The subscription group, made with defaults if unknown and autoCreateSubscriptionGroup."""
-    check_group_name(group)
+    validate.group_name(group)
     try:
         sgc = broker.subscriptions.get(group)
     except ValueError as e:  # the group table is full

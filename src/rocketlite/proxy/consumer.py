@@ -32,7 +32,7 @@ from rocketlite.broker.pop.service import PoppedMessage, PopService, PopStatus
 from rocketlite.broker.subscriptions import SubscriptionGroupConfig
 from rocketlite.protocol.bodies import SubscriptionData
 from rocketlite.proxy import consume_checks as checks
-from rocketlite.proxy.consume_checks import FrontError
+from rocketlite.proxy import validate
 from rocketlite.proxy.consumer_errors import pop_status
 from rocketlite.proxy.context import (
     CLIENT_VERSION,
@@ -43,7 +43,7 @@ from rocketlite.proxy.context import (
 )
 from rocketlite.proxy.convert_out import popped_fields, timestamp
 from rocketlite.proxy.pb import service_pb2 as spb
-from rocketlite.proxy.status import Code, ok, status
+from rocketlite.proxy.status import Code, FrontError, ok, status
 
 log = logging.getLogger(__name__)
 
@@ -169,8 +169,8 @@ def _current_handles(ctx: FrontContext, context: ServicerContext, group: str,
 
 
 def _names(ctx: FrontContext, group: str, topic: str) -> None:
-    checks.check_topic_name(ctx.broker, topic)
-    checks.check_group_name(group)
+    validate.topic_name(topic, ctx.broker.config)
+    validate.group_name(group)
 
 
 async def ack_message(

@@ -43,19 +43,18 @@ from dataclasses import dataclass
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from rocketlite.client.message import SHARDING_KEY
+from rocketlite.client.message import SHARDING_KEY, TIMER_DELIVER_MS
 from rocketlite.formats.message_record import SYSFLAG_COMPRESSED, SYSFLAG_TRANSACTION_PREPARED
 from rocketlite.formats.properties import KEYS, PGROUP, TAGS, TRAN_MSG, UNIQ_KEY
 from rocketlite.proxy import validate
+from rocketlite.proxy.convert_out import TRACE_CONTEXT
 from rocketlite.proxy.pb import definition_pb2 as pb
 from rocketlite.proxy.status import Code, FrontError
 from rocketlite.store.message import MessageToStore
 
 MAX_USER_PROPERTIES = 128  # ProxyConfig.userPropertyMaxNum
 MAX_USER_PROPERTY_BYTES = 16 * 1024  # ProxyConfig.maxUserPropertySize
-TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
 CHECK_IMMUNITY = "CHECK_IMMUNITY_TIME_IN_SECONDS"
-TRACE_CONTEXT = "TRACE_CONTEXT"
 MS_IN_SECONDS = 100_000_000_000
 MT = pb.MessageType
 # The enum values as plain ints (an attribute of a protobuf enum wrapper costs a Python call).

@@ -50,22 +50,15 @@ from typing import Any, Protocol
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from rocketlite.client.message import decompress
+from rocketlite.broker.timer_divert import parse_int
+from rocketlite.client.message import SHARDING_KEY, TIMER_DELAY_SEC, TIMER_DELIVER_MS, decompress
 from rocketlite.common.errors import RocketliteError
 from rocketlite.formats.message_id import encode_message_id
 from rocketlite.formats.message_record import SYSFLAG_COMPRESSED, MessageRecord
-from rocketlite.formats.properties import decode_properties
+from rocketlite.formats.properties import DELAY, KEYS, TAGS, TRAN_MSG, UNIQ_KEY, decode_properties
 from rocketlite.proxy.pb import definition_pb2 as pb
 
-# MessageConst names the converter reads.
-TAGS = "TAGS"
-KEYS = "KEYS"
-UNIQ_KEY = "UNIQ_KEY"
-TRAN_MSG = "TRAN_MSG"
-DELAY = "DELAY"
-TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
-TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
-SHARDING_KEY = "__SHARDINGKEY"
+# MessageConst names the converter reads that no lower layer names (the others are imported).
 TRACE_CONTEXT = "TRACE_CONTEXT"
 BORN_HOST = "__BORNHOST"
 DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
@@ -155,15 +148,6 @@ class _Batch:
         return s
 
 
-def _int(value: str | None) -> int | None:
-    if value is None:
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        return None
-
-
 def _inflate(r: MessageRecord) -> bytes:
     if r.sys_flag & SYSFLAG_COMPRESSED:
         try:
@@ -190,9 +174,9 @@ def _from_properties(b: _Batch, sp: dict[str, Any], props: dict[str, str]) -> No
         sp["message_type"] = _FIFO
     if group is not None:
         sp["message_group"] = group
-    delay_s = _int(props.get(TIMER_DELAY_SEC))
+    delay_s = parse_int(props.get(TIMER_DELAY_SEC))
     deliver_ms = b.now_ms + delay_s * 1000 if delay_s is not None \
-        else _int(props.get(TIMER_DELIVER_MS))
+        else parse_int(props.get(TIMER_DELIVER_MS))
     if deliver_ms is not None:
         sp["delivery_timestamp"] = _ts(deliver_ms)
     trace = props.get(TRACE_CONTEXT)

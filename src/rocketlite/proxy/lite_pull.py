@@ -32,12 +32,11 @@ from collections.abc import AsyncIterator
 from rocketlite.formats.message_record import MessageRecord, decode_record
 from rocketlite.protocol.bodies import SubscriptionData
 from rocketlite.proxy import consume_checks as checks
-from rocketlite.proxy.consume_checks import FrontError
 from rocketlite.proxy.context import CLIENT_VERSION, FrontContext, ServicerContext, metadata
 from rocketlite.proxy.convert_out import pulled_fields
 from rocketlite.proxy.pb import definition_pb2 as pb
 from rocketlite.proxy.pb import service_pb2 as spb
-from rocketlite.proxy.status import Code, ok, status
+from rocketlite.proxy.status import Code, FrontError, ok, status
 from rocketlite.store.get_message import GetMessageResult, GetMessageStatus
 
 _ST = GetMessageStatus

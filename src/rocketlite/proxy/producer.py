@@ -90,7 +90,7 @@ async def send_message(
             raise FrontError(Code.BAD_REQUEST, f"{n} messages in one request, more than "
                              f"{MAX_MESSAGES}")
         broker = ctx.broker
-        topic = validate.topic_name(msgs[0].topic)
+        topic = validate.topic_name(msgs[0].topic, broker.config)
         tc = topic_for_send(broker, topic, AUTO_CREATE_TOPIC, broker.config.default_topic_queue_nums)
         host, port = peer_address(context)
         into = Inbound(topic, accepted_types(tc), broker.store_config.max_message_size,

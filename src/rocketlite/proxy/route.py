@@ -112,7 +112,7 @@ async def query_route(
     ctx: FrontContext, request: spb.QueryRouteRequest, context: ServicerContext,
 ) -> spb.QueryRouteResponse:
     try:
-        name = validate.topic_name(request.topic)
+        name = validate.topic_name(request.topic, ctx.broker.config)
         _endpoints(request.endpoints)
         tc = route_topic(ctx, name, create=True)
         return spb.QueryRouteResponse(status=ok(),
@@ -125,7 +125,7 @@ async def query_assignment(
     ctx: FrontContext, request: spb.QueryAssignmentRequest, context: ServicerContext,
 ) -> spb.QueryAssignmentResponse:
     try:
-        name = validate.topic_name(request.topic)
+        name = validate.topic_name(request.topic, ctx.broker.config)
         group = validate.group_name(request.group)
         _endpoints(request.endpoints)
         tc = route_topic(ctx, name, create=False)

@@ -148,7 +148,7 @@ def apply_settings(ctx: FrontContext, session: ClientSession, settings: pb.Setti
         if len(topics) > MAX_GROUPS_PER_CLIENT:
             raise FrontError(Code.BAD_REQUEST, f"a producer may publish to at most "
                              f"{MAX_GROUPS_PER_CLIENT} topics, not {len(topics)}")
-        producers = {validate.topic_name(t) for t in topics}
+        producers = {validate.topic_name(t, ctx.broker.config) for t in topics}
     elif settings.HasField("subscription"):
         if client_type not in CONSUMER_TYPES:
             raise FrontError(Code.UNRECOGNIZED_CLIENT_TYPE,
@@ -164,7 +164,7 @@ def apply_settings(ctx: FrontContext, session: ClientSession, settings: pb.Setti
                 raise FrontError(Code.ILLEGAL_FILTER_EXPRESSION,
                                  f"unknown filter type {e.expression.type}")
             subs.append(SubscriptionData.from_expression(
-                validate.topic_name(e.topic), e.expression.expression, ftype))
+                validate.topic_name(e.topic, ctx.broker.config), e.expression.expression, ftype))
     else:
         raise FrontError(Code.BAD_REQUEST, "there is no publishing or subscription data in "
                          "the settings")

@@ -66,7 +66,7 @@ async def end_transaction(
     ctx: FrontContext, request: spb.EndTransactionRequest, context: ServicerContext,
 ) -> spb.EndTransactionResponse:
     try:
-        topic = validate.topic_name(request.topic)
+        topic = validate.topic_name(request.topic, ctx.broker.config)
         if not request.message_id.strip():
             raise FrontError(Code.ILLEGAL_MESSAGE_ID, "the message id is empty")
         offset = half_offset(request.transaction_id)

@@ -43,7 +43,7 @@ async def test_a_transaction_check_becomes_a_recover_command() -> None:
     ch = TelemetryChannel("c1", "p")
     out = ch.attach()
     props = encode_properties({"UNIQ_KEY": "U1", "TAGS": "T", "KEYS": "a b", "REAL_TOPIC": "X",
-                               "PGROUP": "X", "mine": "1"})
+                               "PGROUP": "X", "TRAN_MSG": "true", "mine": "1"})
     raw = encode_record(topic=b"X", body=b"half", properties=props.encode(), queue_id=1, flag=0,
                         queue_offset=3, commit_log_offset=0, sys_flag=0,
                         born_timestamp=1000, born_host=b"\x7f\x00\x00\x01", born_port=5,
@@ -64,3 +64,6 @@ async def test_a_transaction_check_becomes_a_recover_command() -> None:
     assert m.system_properties.message_type == pb.MessageType.TRANSACTION
     assert dict(m.user_properties) == {"mine": "1"}
     assert m.system_properties.body_digest.type == pb.DigestType.MD5
+    assert m.system_properties.queue_offset == 3 and m.system_properties.delivery_attempt == 1
+    assert m.system_properties.born_host == "127.0.0.1"
+    assert m.system_properties.store_host == "127.0.0.1:6"

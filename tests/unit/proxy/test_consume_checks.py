@@ -10,7 +10,6 @@ from rocketlite.proxy.consume_checks import (
     ConsumeLimits,
     FrontError,
     check_batch,
-    check_group_name,
     check_invisible,
     polling_ms,
     subscription,
@@ -38,7 +37,7 @@ def test_the_poll_ends_the_reserve_before_the_deadline() -> None:
 def test_a_deadline_shorter_than_the_shortest_poll_is_refused_by_client_version() -> None:
     with pytest.raises(FrontError) as e:
         polling_ms(8_000, 3_000, L, "5.1.2")
-    assert e.value.code == C.ILLEGAL_POLLING_TIME and "2900" in e.value.message
+    assert e.value.code == C.ILLEGAL_POLLING_TIME and "2900" in str(e.value)
     for old in ("5.0.2", None, "x"):
         with pytest.raises(FrontError) as e:
             polling_ms(8_000, 3_000, L, old)
@@ -49,7 +48,7 @@ def test_invisible_times_and_batches_out_of_range_are_refused() -> None:
     assert check_invisible(10_000, L) == 10_000
     with pytest.raises(FrontError) as e:
         check_invisible(9_999, L)
-    assert e.value.code == C.ILLEGAL_INVISIBLE_TIME and "10000" in e.value.message
+    assert e.value.code == C.ILLEGAL_INVISIBLE_TIME and "10000" in str(e.value)
     with pytest.raises(FrontError):
         check_invisible(12 * 3600_000 + 1, L)
     assert check_invisible(1, L, minimum=1) == 1
@@ -69,14 +68,6 @@ def test_tag_filters_become_subscriptions_and_sql_is_refused() -> None:
     assert e.value.code == C.ILLEGAL_FILTER_EXPRESSION
 
 
-def test_group_names_follow_javas_rules() -> None:
-    check_group_name("GID_ok-1%x|y")
-    for bad in ("", " ", "CID_RMQ_SYS_X", "a b", "x" * 256):
-        with pytest.raises(FrontError) as e:
-            check_group_name(bad)
-        assert e.value.code == C.ILLEGAL_CONSUMER_GROUP
-
-
 def test_limits_are_read_from_broker_conf_and_checked() -> None:
     lim = ConsumeLimits.from_properties({"minInvisibleTimeMillsForRecv": "500",
                                          "grpcClientConsumerMinLongPollingTimeoutMillis": "100",
@@ -88,6 +79,9 @@ def test_limits_are_read_from_broker_conf_and_checked() -> None:
         ConsumeLimits(min_invisible_ms=0)
     with pytest.raises(ConfigError):
         ConsumeLimits(min_polling_ms=30_000)
+    ConsumeLimits(max_invisible_ms=12 * 3600_000)
+    with pytest.raises(ConfigError, match="the broker's bound"):  # the broker would refuse it
+        ConsumeLimits.from_properties({"maxInvisibleTimeMills": str(12 * 3600_000 + 1)})
 
 
 def test_renewal_settings_are_read_from_broker_conf_and_checked() -> None:

@@ -19,12 +19,30 @@ from rocketlite.broker.pop.errors import (
     ReceiptHandleExpired,
     TopicNotFound,
 )
-from rocketlite.broker.pop.records import AckMsg, PopCheckPoint, ReceiptHandle
+from rocketlite.broker.pop.records import AckMsg, PopCheckPoint
+from rocketlite.protocol import pop_info
+from rocketlite.protocol.pop_info import MAX_INVISIBLE_MS, ReceiptHandle
 
 if TYPE_CHECKING:
     from rocketlite.broker.pop.service import PopService
 
-MAX_INVISIBLE_MS = 12 * 3600 * 1000
+
+
+def check_invisible(invisible_ms: int) -> int:
+    """An invisible time of a pop or a change, within 1..``MAX_INVISIBLE_MS``."""
+    if not 0 < invisible_ms <= MAX_INVISIBLE_MS:
+        raise BadPopRequest(f"invisibleTime {invisible_ms} ms: must be within "
+                            f"1..{MAX_INVISIBLE_MS}")
+    return invisible_ms
+
+
+def parse_handle(text: str) -> ReceiptHandle:
+    """``ReceiptHandle.parse`` with the broker's error: every handle a client sends is read
+    here, so a malformed one is an ``InvalidReceiptHandle`` (a ``PopError``) saying why."""
+    try:
+        return ReceiptHandle.parse(text)
+    except pop_info.InvalidReceiptHandle as e:
+        raise InvalidReceiptHandle(str(e)) from e
 
 
 def check_handle(svc: PopService, group: str, topic: str, receipt_handle: str,
@@ -32,7 +50,7 @@ def check_handle(svc: PopService, group: str, topic: str, receipt_handle: str,
     """The parsed handle, the message's queue offset and the topic it was popped from, after
     RocketMQ's checks (``AckMessageProcessor``): the topic exists, the queue is one of its
     read queues, the offset lies in the queue."""
-    h = ReceiptHandle.parse(receipt_handle)
+    h = parse_handle(receipt_handle)
     offset = ack_offset if ack_offset is not None else h.msg_queue_offset
     if offset is None:
         raise InvalidReceiptHandle("the receipt handle has no message offset and the ack "
@@ -107,9 +125,7 @@ def change_invisible(svc: PopService, group: str, topic: str, receipt_handle: st
                      invisible_ms: int) -> str:
     """Hide the message ``invisible_ms`` from now; returns its new handle. The old handle is
     acked (RocketMQ writes the new CK first, then the ack)."""
-    if not 0 < invisible_ms <= MAX_INVISIBLE_MS:
-        raise BadPopRequest(f"invisibleTime {invisible_ms} ms: must be within "
-                            f"1..{MAX_INVISIBLE_MS}")
+    check_invisible(invisible_ms)
     h, offset, real = check_handle(svc, group, topic, receipt_handle, None)
     now = svc.clock()
     if h.is_order:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from rocketlite.common.errors import RocketliteError
+from rocketlite.protocol import pop_info
 
 
 class PopError(RocketliteError):
     """Base of the POP path's errors."""
 
 
-class InvalidReceiptHandle(PopError):
-    """A receipt handle (extraInfo) that does not parse, or that names another topic or queue."""
+class InvalidReceiptHandle(PopError, pop_info.InvalidReceiptHandle):
+    """A receipt handle (extraInfo) that does not parse, or that names another topic or queue
+    (``acks.parse_handle`` turns the codec's refusal into this one)."""
 
 
 class ReceiptHandleExpired(PopError):

@@ -12,13 +12,7 @@ the topic; with the property the original topic is in the message itself).
 
 from __future__ import annotations
 
-from rocketlite.broker.pop.records import (
-    FIRST_POP_TIME,
-    RETRY_TOPIC_PREFIX,
-    AckMsg,
-    PopCheckPoint,
-    pop_retry_topic,
-)
+from rocketlite.broker.pop.records import AckMsg, PopCheckPoint
 from rocketlite.broker.timer_divert import get_property, set_properties
 from rocketlite.formats.message_id import encode_message_id
 from rocketlite.formats.message_record import (
@@ -34,6 +28,7 @@ from rocketlite.formats.properties import (
     UNIQ_KEY,
     encode_properties,
 )
+from rocketlite.protocol.pop_info import FIRST_POP_TIME, RETRY_TOPIC_PREFIX, pop_retry_topic
 from rocketlite.store.get_message import GetMessageStatus
 from rocketlite.store.message import MessageToStore
 from rocketlite.store.message_store import MessageStore

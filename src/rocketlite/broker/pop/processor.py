@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
+from rocketlite.broker.pop.acks import parse_handle
 from rocketlite.broker.pop.errors import (
     BadPopRequest,
     GroupNotFound,
@@ -30,14 +31,6 @@ from rocketlite.broker.pop.errors import (
     PopError,
     ReceiptHandleExpired,
     TopicNotFound,
-)
-from rocketlite.broker.pop.records import (
-    ReceiptHandle,
-    RecordError,
-    msg_offset_info,
-    order_count_info,
-    parse_batch_ack_body,
-    start_offset_info,
 )
 from rocketlite.broker.pop.service import PopResult, PopService, PopStatus, now_ms
 from rocketlite.common.errors import HeaderError, RocketliteError
@@ -50,6 +43,14 @@ from rocketlite.protocol.headers import (
     ChangeInvisibleTimeResponseHeader,
     PopMessageRequestHeader,
     PopMessageResponseHeader,
+)
+from rocketlite.protocol.pop_info import (
+    PopInfoError,
+    ReceiptHandle,
+    msg_offset_info,
+    order_count_info,
+    parse_batch_ack_body,
+    start_offset_info,
 )
 from rocketlite.remoting.connection import Connection
 from rocketlite.remoting.server import RemotingServer
@@ -113,7 +114,7 @@ class PopProcessor:
     async def batch_ack(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         try:
             broker, acks = parse_batch_ack_body(cmd.body)
-        except RecordError as e:
+        except PopInfoError as e:
             return cmd.response(_RC.INVALID_PARAMETER, str(e))
         broker = broker or self.pop.config.broker_name
         refused: list[PopError] = []
@@ -127,13 +128,13 @@ class PopProcessor:
 
     async def change_invisible(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = ChangeInvisibleTimeRequestHeader.from_ext(cmd.ext_fields)
-        old = ReceiptHandle.parse(h.extraInfo)
+        old = parse_handle(h.extraInfo)
         if old.msg_queue_offset is None:  # a 7-field handle: the offset is the header's
             old = ReceiptHandle(old.ck_queue_offset, old.pop_time, old.invisible_time,
                                 old.revive_qid, old.retry, old.broker_name, old.queue_id,
                                 h.offset)
-        new = ReceiptHandle.parse(self.pop.change_invisible(h.consumerGroup, h.topic,
-                                                            old.encode(), h.invisibleTime))
+        new = parse_handle(self.pop.change_invisible(h.consumerGroup, h.topic, old.encode(),
+                                                     h.invisibleTime))
         out = ChangeInvisibleTimeResponseHeader(popTime=new.pop_time,
                                                 invisibleTime=new.invisible_time,
                                                 reviveQid=new.revive_qid)

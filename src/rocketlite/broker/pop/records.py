@@ -1,8 +1,9 @@
-"""The POP path's records, pure: the checkpoint (CK) and ack JSON written to the revive topic, the
-receipt handle (RocketMQ's extraInfo) and the pop reply's offset-info strings.
+"""The POP path's records, pure: the checkpoint (CK) and ack JSON written to the revive topic.
+The strings a client sees (receipt handle, the pop reply's offset-info strings, the BATCH_ACK
+body) are ``protocol.pop_info``'s, shared with the client.
 
-Facts from apache/rocketmq 5 (``PopCheckPoint``, ``AckMsg``, ``BatchAckMsg``, ``ExtraInfoUtil``,
-``KeyBuilder``, ``PopAckConstants``):
+Facts from apache/rocketmq 5 (``PopCheckPoint``, ``AckMsg``, ``BatchAckMsg``, ``KeyBuilder``,
+``PopAckConstants``):
 
 CK JSON (fastjson, short keys; sorted here as fastjson sorts them)::
 
@@ -20,46 +21,31 @@ CK JSON (fastjson, short keys; sorted here as fastjson sorts them)::
     t   topic                 the topic read (the retry topic for a retry)
 
 Ack JSON: ``ao`` ackOffset, ``so``, ``c``, ``t``, ``q``, ``pt``, ``bn``; a batch ack (tag ``bAck``)
-has ``aol`` (the acked offsets) instead of ``ao``. Revive time = ``pt + it``.
+has ``aol`` (the acked offsets) instead of ``ao``. Revive time = ``pt + it``. UNIQ_KEYs:
+``topic@queueId@startOffset@group@popTime@brokerName@ck`` and
+``topic@queueId@ackOffset@group@popTime@brokerName@ack``.
 
-Receipt handle: ``ckQueueOffset popTime invisibleTime reviveQid retryFlag brokerName queueId
-msgQueueOffset`` separated by one space; retryFlag ``0`` normal topic, ``1`` the V1 retry topic
-``%RETRY%{group}_{topic}`` (``2``, V2's ``%RETRY%{group}+{topic}``, is read but not written);
-reviveQid 999 marks an orderly (FIFO) pop. UNIQ_KEYs: ``topic@queueId@startOffset@group@popTime@
-brokerName@ck`` and ``topic@queueId@ackOffset@group@popTime@brokerName@ack``.
-
-Limits: a handle is at most ``MAX_HANDLE_LENGTH`` characters, a record's JSON at most
-``MAX_RECORD_BYTES``, a CK at most ``MAX_CK_NUM`` messages; anything else is refused with
-``InvalidReceiptHandle`` or ``RecordError`` saying why.
+Limits: a record's JSON at most ``MAX_RECORD_BYTES``, a CK at most ``MAX_CK_NUM`` messages;
+anything else is refused with ``RecordError`` saying why.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from rocketlite.broker.pop.errors import InvalidReceiptHandle
 from rocketlite.common.errors import FormatError
+from rocketlite.protocol.pop_info import MAX_POP_NUM
 
 REVIVE_TOPIC_PREFIX = "rmq_sys_REVIVE_LOG_"
 REVIVE_GROUP = "CID_RMQ_SYS_REVIVE_GROUP"
 CK_TAG = "ck"
 ACK_TAG = "ack"
 BATCH_ACK_TAG = "bAck"
-ORDER_REVIVE_QUEUE = 999  # KeyBuilder.POP_ORDER_REVIVE_QUEUE
-RETRY_TOPIC_PREFIX = "%RETRY%"
-FIRST_POP_TIME = "1ST_POP_TIME"  # MessageConst.PROPERTY_FIRST_POP_TIME
 KEY_SEP = "@"
-MAX_HANDLE_LENGTH = 512
-_HANDLE = re.compile(r"(\d{1,18}) (\d{1,18}) (\d{1,18}) (\d{1,9}) ([012]) ([^ ]{1,200}) (\d{1,9})"
-                     r"(?: (\d{1,18}))?", re.ASCII)
 MAX_RECORD_BYTES = 16 * 1024
-MAX_CK_NUM = 32
-RETRY_NONE, RETRY_V1, RETRY_V2 = 0, 1, 2
+MAX_CK_NUM = MAX_POP_NUM  # a CK holds the messages of one pop
 
 
 class RecordError(FormatError):
@@ -68,11 +54,6 @@ class RecordError(FormatError):
 
 def revive_topic(cluster: str) -> str:
     return REVIVE_TOPIC_PREFIX + cluster
-
-
-def pop_retry_topic(topic: str, group: str) -> str:
-    """``KeyBuilder.buildPopRetryTopicV1``: ``%RETRY%{group}_{topic}``."""
-    return f"{RETRY_TOPIC_PREFIX}{group}_{topic}"
 
 
 def _load(data: bytes | str, what: str) -> dict[str, Any]:
@@ -244,182 +225,3 @@ class AckMsg:
             pop_time=_get(o, "pt", int, "ack"), broker_name=_get(o, "bn", str, "ack", ""),
             ack_offsets=tuple(aol),
         )
-
-
-@dataclass(frozen=True, slots=True)
-class ReceiptHandle:
-    """RocketMQ's extraInfo: what an ack or change of invisible time needs to find the CK."""
-
-    ck_queue_offset: int
-    pop_time: int
-    invisible_time: int
-    revive_qid: int
-    retry: int
-    broker_name: str
-    queue_id: int
-    msg_queue_offset: int | None = None
-
-    @property
-    def revive_time(self) -> int:
-        return self.pop_time + self.invisible_time
-
-    @property
-    def is_order(self) -> bool:
-        return self.revive_qid == ORDER_REVIVE_QUEUE
-
-    def real_topic(self, topic: str, group: str) -> str:
-        """The topic the message was popped from (``ExtraInfoUtil.getRealTopic``); ``topic`` may
-        be the consumer's topic (gRPC) or already the retry topic (the Java Remoting client
-        sends the real topic in ACK_MESSAGE)."""
-        if self.retry == RETRY_NONE or topic.startswith(RETRY_TOPIC_PREFIX):
-            return topic
-        if self.retry == RETRY_V1:
-            return pop_retry_topic(topic, group)
-        if self.retry == RETRY_V2:
-            return f"{RETRY_TOPIC_PREFIX}{group}+{topic}"
-        return topic
-
-    def encode(self) -> str:
-        parts = [str(self.ck_queue_offset), str(self.pop_time), str(self.invisible_time),
-                 str(self.revive_qid), str(self.retry), self.broker_name, str(self.queue_id)]
-        if self.msg_queue_offset is not None:
-            parts.append(str(self.msg_queue_offset))
-        return " ".join(parts)
-
-    @classmethod
-    def parse(cls, text: str) -> ReceiptHandle:
-        m = _HANDLE.fullmatch(text)
-        if m is not None:  # the usual handle: one regex, then the reasons below are not needed
-            ck, pt, it, rq, retry, bn, qid, mo = m.groups()
-            return cls(int(ck), int(pt), int(it), int(rq), int(retry), bn, int(qid),
-                       None if mo is None else int(mo))
-        return cls._parse_slowly(text)
-
-    @classmethod
-    def _parse_slowly(cls, text: str) -> ReceiptHandle:
-        """``parse`` of a handle the fast pattern refused: the reason, or the handle (a field
-        the pattern does not allow for, e.g. an 11-digit queue id, is checked here)."""
-        if not text:
-            raise InvalidReceiptHandle("the receipt handle is empty")
-        if len(text) > MAX_HANDLE_LENGTH:
-            raise InvalidReceiptHandle(f"the receipt handle is {len(text)} characters long, "
-                                       f"more than {MAX_HANDLE_LENGTH}")
-        parts = text.split(" ")
-        if len(parts) not in (7, 8):
-            raise InvalidReceiptHandle(f"the receipt handle has {len(parts)} space-separated "
-                                       f"fields, expected 7 or 8: {text[:80]!r}")
-        names = ("ckQueueOffset", "popTime", "invisibleTime", "reviveQid", "retryFlag")
-        nums: list[int] = []
-        for name, p in zip((*names, "", "queueId", "msgQueueOffset"), parts, strict=False):
-            if name == "":
-                continue
-            if not p.isascii() or not p.lstrip("-").isdigit() or len(p) > 20:
-                raise InvalidReceiptHandle(f"the receipt handle's {name} is not a number: {p!r}")
-            nums.append(int(p))
-        ck, pt, it, rq, retry, qid = nums[:6]
-        if retry not in (RETRY_NONE, RETRY_V1, RETRY_V2):
-            raise InvalidReceiptHandle(f"the receipt handle's retryFlag is {retry}, not 0, 1 or 2")
-        if min(ck, pt, it, rq, qid) < 0 or (len(nums) > 6 and nums[6] < 0):
-            raise InvalidReceiptHandle(f"the receipt handle has a negative field: {text[:80]!r}")
-        return cls(ck, pt, it, rq, retry, parts[5], qid, nums[6] if len(nums) > 6 else None)
-
-
-def start_offset_info(entries: list[tuple[bool, int, int]]) -> str:
-    """``ExtraInfoUtil.buildStartOffsetInfo`` for (retry, queueId, startOffset) entries."""
-    return ";".join(f"{int(r)} {q} {o}" for r, q, o in entries)
-
-
-def msg_offset_info(entries: list[tuple[bool, int, list[int]]]) -> str:
-    """``ExtraInfoUtil.buildMsgOffsetInfo`` for (retry, queueId, message offsets) entries."""
-    return ";".join(f"{int(r)} {q} {','.join(map(str, offs))}" for r, q, offs in entries)
-
-
-def order_count_info(entries: list[tuple[bool, int, int, int]]) -> str:
-    """``buildQueueOffsetOrderCountInfo`` for (retry, queueId, queueOffset, count) entries."""
-    return ";".join(f"{int(r)} qo{q}%{o} {c}" for r, q, o, c in entries)
-
-
-MAX_BATCH_ACKS = 1024  # entries of one BATCH_ACK_MESSAGE body
-MAX_BITSET_BYTES = 128  # an entry's offsets lie within 1024 of its CK's start
-MAX_BATCH_ACK_OFFSETS = 32 * MAX_BATCH_ACKS  # acked offsets of one body
-
-
-@dataclass(frozen=True, slots=True)
-class BatchAck:
-    """One entry of BATCH_ACK_MESSAGE's body (``BatchAck``: ``c t r so q rq pt it b``); ``b`` is
-    a Java ``BitSet`` as fastjson writes it (base64 of ``toByteArray``, little-endian), bit i
-    acking queue offset ``so + i``."""
-
-    cid: str
-    topic: str
-    retry: int
-    start_offset: int
-    queue_id: int
-    revive_qid: int
-    pop_time: int
-    invisible_time: int
-    bits: int
-
-    @property
-    def offsets(self) -> list[int]:
-        b, i, out = self.bits, 0, []
-        while b:
-            if b & 1:
-                out.append(self.start_offset + i)
-            b >>= 1
-            i += 1
-        return out
-
-    def handles(self, broker_name: str) -> list[str]:
-        return [ReceiptHandle(self.start_offset, self.pop_time, self.invisible_time,
-                              self.revive_qid, self.retry, broker_name, self.queue_id,
-                              o).encode() for o in self.offsets]
-
-
-def _bitset(v: Any) -> int:
-    if isinstance(v, str):
-        try:
-            raw = base64.b64decode(v, validate=True)
-        except (binascii.Error, ValueError) as e:
-            raise RecordError(f"batch ack: 'b' is not base64: {e}") from e
-    elif isinstance(v, list) and all(isinstance(x, int) and -128 <= x < 256 for x in v):
-        raw = bytes(x & 0xFF for x in v)
-    else:
-        raise RecordError(f"batch ack: 'b' is not a BitSet: {str(v)[:80]!r}")
-    if len(raw) > MAX_BITSET_BYTES:
-        raise RecordError(f"batch ack: a BitSet of {len(raw)} bytes, more than "
-                          f"{MAX_BITSET_BYTES}")
-    return int.from_bytes(raw, "little")
-
-
-def parse_batch_ack_body(data: bytes) -> tuple[str, list[BatchAck]]:
-    """BATCH_ACK_MESSAGE's body (``BatchAckMessageRequestBody``): broker name and entries."""
-    if len(data) > MAX_BATCH_ACKS * 512:
-        raise RecordError(f"batch ack body of {len(data)} bytes is too large")
-    try:
-        obj = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise RecordError(f"batch ack body is not JSON: {e}") from e
-    if not isinstance(obj, dict) or not isinstance(obj.get("acks"), list):
-        raise RecordError("batch ack body lacks its 'acks' list")
-    acks = obj["acks"]
-    if len(acks) > MAX_BATCH_ACKS:
-        raise RecordError(f"batch ack body with {len(acks)} entries, more than {MAX_BATCH_ACKS}")
-    out = []
-    for a in acks:
-        if not isinstance(a, dict):
-            raise RecordError("batch ack entry is not a JSON object")
-        r = a.get("r", "0")
-        if r not in ("0", "1", "2"):
-            raise RecordError(f"batch ack: 'r' is {r!r}, not \"0\", \"1\" or \"2\"")
-        out.append(BatchAck(
-            _get(a, "c", str, "batch ack"), _get(a, "t", str, "batch ack"), int(r),
-            _get(a, "so", int, "batch ack"), _get(a, "q", int, "batch ack"),
-            _get(a, "rq", int, "batch ack"), _get(a, "pt", int, "batch ack"),
-            _get(a, "it", int, "batch ack"), _bitset(a.get("b", ""))))
-    total = sum(a.bits.bit_count() for a in out)
-    if total > MAX_BATCH_ACK_OFFSETS:
-        raise RecordError(f"batch ack body acks {total} offsets, more than "
-                          f"{MAX_BATCH_ACK_OFFSETS}")
-    broker = obj.get("brokerName")
-    return (broker if isinstance(broker, str) else ""), out

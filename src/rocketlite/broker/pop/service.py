@@ -44,7 +44,6 @@ from rocketlite.broker import config_file
 from rocketlite.broker.config import PERM_READ, PERM_WRITE
 from rocketlite.broker.pop import acks
 from rocketlite.broker.pop import messages as pm
-from rocketlite.broker.pop.acks import MAX_INVISIBLE_MS
 from rocketlite.broker.pop.errors import (
     BadPopRequest,
     GroupNotFound,
@@ -55,16 +54,7 @@ from rocketlite.broker.pop.errors import (
 )
 from rocketlite.broker.pop.fifo import FifoState, OrderKey
 from rocketlite.broker.pop.polling import PopPolling
-from rocketlite.broker.pop.records import (
-    MAX_CK_NUM,
-    ORDER_REVIVE_QUEUE,
-    RETRY_NONE,
-    RETRY_V1,
-    PopCheckPoint,
-    ReceiptHandle,
-    pop_retry_topic,
-    revive_topic,
-)
+from rocketlite.broker.pop.records import MAX_CK_NUM, PopCheckPoint, revive_topic
 from rocketlite.broker.pop.revive import ReviveService
 from rocketlite.broker.send_back import DLQ_NUMS_PER_GROUP, dlq_topic
 from rocketlite.broker.timer_divert import get_property
@@ -72,6 +62,13 @@ from rocketlite.common.errors import ConfigError
 from rocketlite.formats.message_record import MessageRecord, decode_record
 from rocketlite.formats.properties import TAGS
 from rocketlite.protocol.bodies import SubscriptionData
+from rocketlite.protocol.pop_info import (
+    ORDER_REVIVE_QUEUE,
+    RETRY_NONE,
+    RETRY_V1,
+    ReceiptHandle,
+    pop_retry_topic,
+)
 from rocketlite.store.get_message import GetMessageStatus
 from rocketlite.store.message import MessageToStore
 
@@ -233,9 +230,7 @@ class PopService:
                                 f"topicConfig.readQueueNums:[{queues}]")
         if not 0 < max_nums <= MAX_CK_NUM:
             raise BadPopRequest(f"maxMsgNums {max_nums}: must be within 1..{MAX_CK_NUM}")
-        if not 0 < invisible_ms <= MAX_INVISIBLE_MS:
-            raise BadPopRequest(f"invisibleTime {invisible_ms} ms: must be within "
-                                f"1..{MAX_INVISIBLE_MS}")
+        acks.check_invisible(invisible_ms)
         if subscription.expressionType not in ("", "TAG"):
             raise BadPopRequest(f"the broker does not support filtering by "
                                 f"{subscription.expressionType}")

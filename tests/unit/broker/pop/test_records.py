@@ -1,28 +1,17 @@
-"""The POP records: CK/ack JSON in RocketMQ's short keys, the receipt handle (extraInfo) codec,
-the offset-info strings, and the refusals of malformed input."""
+"""The POP records: CK/ack JSON in RocketMQ's short keys and the refusals of malformed input;
+a bad receipt handle is the broker's ``InvalidReceiptHandle`` (a ``PopError``). The handle,
+offset-info and batch-ack codecs are tested with ``protocol.pop_info``."""
 
 from __future__ import annotations
 
-import base64
 import json
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
-from rocketlite.broker.pop.errors import InvalidReceiptHandle
-from rocketlite.broker.pop.records import (
-    AckMsg,
-    PopCheckPoint,
-    ReceiptHandle,
-    RecordError,
-    msg_offset_info,
-    order_count_info,
-    parse_batch_ack_body,
-    pop_retry_topic,
-    revive_topic,
-    start_offset_info,
-)
+from rocketlite.broker.pop.acks import parse_handle
+from rocketlite.broker.pop.errors import InvalidReceiptHandle, PopError
+from rocketlite.broker.pop.records import AckMsg, PopCheckPoint, RecordError, revive_topic
+from rocketlite.protocol import pop_info
 
 
 def ck() -> PopCheckPoint:
@@ -83,79 +72,13 @@ def test_bad_ck_records_are_refused_with_a_reason(data: bytes, why: str) -> None
         PopCheckPoint.from_json(data)
 
 
-def test_handle_round_trip_and_topic() -> None:
-    h = ReceiptHandle(10, 1700000000000, 30000, 3, 1, "broker-a", 0, 12)
-    text = h.encode()
-    assert text == "10 1700000000000 30000 3 1 broker-a 0 12"
-    assert ReceiptHandle.parse(text) == h
-    assert h.real_topic("T", "G") == "%RETRY%G_T" == pop_retry_topic("T", "G")
-    assert h.real_topic("%RETRY%G_T", "G") == "%RETRY%G_T"  # a Remoting ack names it already
-    assert ReceiptHandle.parse("1 2 3 4 2 b 0").real_topic("T", "G") == "%RETRY%G+T"
-    assert ReceiptHandle.parse("10 1 2 999 0 b 4").is_order
-    assert ReceiptHandle.parse("10 1 2 3 0 b 4").msg_queue_offset is None
+def test_revive_topic() -> None:
     assert revive_topic("C") == "rmq_sys_REVIVE_LOG_C"
 
 
-@pytest.mark.parametrize("text, why", [
-    ("", "empty"),
-    ("1 2 3", "3 space-separated fields"),
-    ("1 x 3 4 0 b 5 6", "popTime is not a number"),
-    ("1 2 3 4 7 b 5 6", "retryFlag is 7"),
-    ("1 2 3 4 0 b -5 6", "negative"),
-    ("1 " * 300, "more than 512"),
-    ("1 2 3 4 0 b 5 99999999999999999999999", "msgQueueOffset is not a number"),
-])
-def test_bad_handles_are_refused(text: str, why: str) -> None:
-    with pytest.raises(InvalidReceiptHandle, match=why):
-        ReceiptHandle.parse(text)
-
-
-def test_offset_info_strings() -> None:
-    assert start_offset_info([(False, 0, 5), (True, 0, 7)]) == "0 0 5;1 0 7"
-    assert msg_offset_info([(False, 1, [5, 6])]) == "0 1 5,6"
-    assert order_count_info([(False, 1, 5, 2)]) == "0 qo1%5 2"
-
-
-def test_batch_ack_body() -> None:
-    bits = base64.b64encode(bytes([0b101, 0b1])).decode()  # bits 0, 2 and 8
-    body = json.dumps({"brokerName": "b", "acks": [{"c": "G", "t": "T", "r": "1", "so": 10,
-                                                    "q": 1, "rq": 3, "pt": 5, "it": 6,
-                                                    "b": bits}]}).encode()
-    broker, [a] = parse_batch_ack_body(body)
-    assert broker == "b" and a.offsets == [10, 12, 18]
-    assert a.handles("b")[0] == "10 5 6 3 1 b 1 10"
-    assert parse_batch_ack_body(body.replace(f'"{bits}"'.encode(), b"[5, 1]"))[1][0].offsets == \
-        [10, 12, 18]
-
-
-@pytest.mark.parametrize("body, why", [
-    (b"x", "not JSON"),
-    (b"{}", "lacks its 'acks'"),
-    (b'{"acks":[{"c":"G","t":"T","r":"9"}]}', "'r' is '9'"),
-    (b'{"acks":[{"c":"G","t":"T","so":1,"q":0,"rq":0,"pt":1,"it":1,"b":"!!"}]}', "not base64"),
-    (b'{"acks":[{"c":"G","t":"T","so":1,"q":0,"rq":0,"pt":1,"it":1,"b":{}}]}', "not a BitSet"),
-])
-def test_bad_batch_ack_bodies(body: bytes, why: str) -> None:
-    with pytest.raises(RecordError, match=why):
-        parse_batch_ack_body(body)
-
-
-def test_batch_ack_bodies_are_bounded() -> None:
-    entry = {"c": "G", "t": "T", "so": 1, "q": 0, "rq": 0, "pt": 1, "it": 1}
-    wide = base64.b64encode(b"\xff" * 129).decode()
-    with pytest.raises(RecordError, match="BitSet of 129 bytes"):
-        parse_batch_ack_body(json.dumps({"acks": [dict(entry, b=wide)]}).encode())
-    full = base64.b64encode(b"\xff" * 128).decode()  # 1024 offsets an entry
-    many = json.dumps({"acks": [dict(entry, b=full)] * 33}).encode()
-    with pytest.raises(RecordError, match="acks 33792 offsets"):
-        parse_batch_ack_body(many)
-
-
-@given(st.integers(0, 2**62), st.integers(0, 2**62), st.integers(0, 2**40), st.integers(0, 999),
-       st.sampled_from([0, 1, 2]), st.from_regex(r"[A-Za-z0-9_-]{1,30}", fullmatch=True),
-       st.integers(0, 2**31 - 1), st.one_of(st.none(), st.integers(0, 2**62)))
-def test_fast_and_slow_handle_parsing_agree(ck: int, pt: int, it: int, rq: int, retry: int,
-                                            bn: str, q: int, mo: int | None) -> None:
-    h = ReceiptHandle(ck, pt, it, rq, retry, bn, q, mo)
-    text = h.encode()
-    assert ReceiptHandle.parse(text) == ReceiptHandle._parse_slowly(text) == h
+def test_a_bad_handle_is_the_broker_s_pop_error() -> None:
+    assert parse_handle("10 1 2 3 0 b 4 5") == pop_info.ReceiptHandle(10, 1, 2, 3, 0, "b", 4, 5)
+    with pytest.raises(InvalidReceiptHandle, match="popTime is not a number") as e:
+        parse_handle("1 x 3 4 0 b 5 6")
+    assert isinstance(e.value, PopError) and isinstance(e.value, pop_info.InvalidReceiptHandle)
+    assert isinstance(e.value.__cause__, pop_info.InvalidReceiptHandle)

@@ -107,7 +107,8 @@ class BrokerWithFront:
         self.broker = broker
         self.front: GrpcFront | None = None
         if front.proxy.enable_grpc_server:
-            self.front = GrpcFront(broker, front.proxy.grpc_server_port)
+            self.front = GrpcFront(broker, front.proxy.grpc_server_port,
+                                   impl=front.proxy.grpc_server_impl)
             self.front.ctx.limits = front.limits
             self.front.ctx.renew = front.renew
 

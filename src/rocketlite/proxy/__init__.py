@@ -5,7 +5,8 @@ An adapter, like the Remoting processors: each RPC decodes its request, calls th
 services (topics, the store and its diverters, POP, offsets, transactions, the client managers)
 and encodes the answer with a v2 ``Code``. No business rule lives here. Modules:
 
-- ``server``: ``GrpcFront``, the ``grpc.aio`` server's lifecycle (``grpcServerPort``, 8081);
+- ``server``: ``GrpcFront``, the server's lifecycle (``grpcServerPort``, 8081): ``h2``, our own
+  HTTP/2 gRPC server (``grpcServerImpl=native``, the default), or grpc.aio (``grpcio``);
   ``config``: ``ProxyConfig``;
 - ``service``: ``MessagingServicer``, one method per RPC, each handing over to the module below
   that owns its area;

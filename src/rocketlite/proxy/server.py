@@ -1,5 +1,8 @@
-"""``GrpcFront``: the ``grpc.aio`` server of the gRPC front on ``grpcServerPort`` (8081, the
-Java proxy's port; 0 picks a free one), started after the broker and stopped before it.
+"""``GrpcFront``: the gRPC front's server on ``grpcServerPort`` (8081, the Java proxy's port; 0
+picks a free one), started after the broker and stopped before it. ``impl`` (``grpcServerImpl``)
+picks the server: ``native`` (``proxy.h2``, our HTTP/2 server on an asyncio Protocol, a fraction
+of grpc.aio's CPU per call) or ``grpcio`` (``grpc.aio``); both serve the same
+``MessagingServicer``.
 
 It advertises ``brokerIP1`` and the bound port in routes: the 5.x clients send and receive
 through the endpoints a route names, so those must reach this server.
@@ -15,8 +18,11 @@ from typing import TYPE_CHECKING
 
 import grpc
 
+from rocketlite.proxy.config import DEFAULT_IMPL, IMPLS
 from rocketlite.proxy.context import FrontContext
-from rocketlite.proxy.pb import service_pb2_grpc
+from rocketlite.proxy.h2.connection import Limits
+from rocketlite.proxy.h2.server import H2Server, service_methods
+from rocketlite.proxy.pb import service_pb2, service_pb2_grpc
 from rocketlite.proxy.service import MessagingServicer
 from rocketlite.proxy.sessions import SESSION_IDLE_S, Sessions
 
@@ -33,7 +39,11 @@ SWEEP_S = 10.0
 
 class GrpcFront:
     def __init__(self, broker: Broker, port: int = DEFAULT_PORT, host: str = "0.0.0.0",
-                 sweep_s: float = SWEEP_S, session_idle_s: float = SESSION_IDLE_S) -> None:
+                 sweep_s: float = SWEEP_S, session_idle_s: float = SESSION_IDLE_S,
+                 impl: str = DEFAULT_IMPL) -> None:
+        if impl not in IMPLS:
+            raise ValueError(f"grpcServerImpl={impl}: not one of {', '.join(IMPLS)}")
+        self.impl = impl
         self.broker = broker
         self.sweep_s = sweep_s
         self.session_idle_s = session_idle_s
@@ -42,6 +52,7 @@ class GrpcFront:
         self.requested_port = port
         self.ctx = FrontContext(broker, broker.store_config.broker_ip1, port, Sessions())
         self._server: grpc.aio.Server | None = None
+        self._native: H2Server | None = None
 
     @property
     def port(self) -> int:
@@ -52,6 +63,26 @@ class GrpcFront:
         return f"{self.ctx.host}:{self.ctx.port}"
 
     async def start(self) -> None:
+        if self.impl == "native":
+            await self._start_native()
+        else:
+            await self._start_grpcio()
+        self._sweeper = asyncio.create_task(self._sweep_loop(), name="grpc-front-sweep")
+        log.info("gRPC front (apache.rocketmq.v2, %s) listening on %s", self.impl, self.address)
+
+    async def _start_native(self) -> None:
+        servicer = MessagingServicer(self.ctx)
+        server = H2Server(service_methods(
+            service_pb2.DESCRIPTOR.services_by_name["MessagingService"], servicer),
+            Limits(max_message=MAX_MESSAGE_BYTES))
+        try:
+            self.ctx.port = await server.start(self.bind_host, self.requested_port)
+        except OSError as e:
+            raise OSError(f"the gRPC front cannot listen on {self.bind_host}:"
+                          f"{self.requested_port}: {e}") from e
+        self._native = server
+
+    async def _start_grpcio(self) -> None:
         server = grpc.aio.server(options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -64,8 +95,6 @@ class GrpcFront:
         self.ctx.port = bound
         await server.start()
         self._server = server
-        self._sweeper = asyncio.create_task(self._sweep_loop(), name="grpc-front-sweep")
-        log.info("gRPC front (apache.rocketmq.v2) listening on %s", self.address)
 
     def sweep(self) -> int:
         """End idle sessions (module docstring); how many ended."""
@@ -94,3 +123,6 @@ class GrpcFront:
         server, self._server = self._server, None
         if server is not None:
             await server.stop(STOP_GRACE_S)
+        native, self._native = self._native, None
+        if native is not None:
+            await native.close(STOP_GRACE_S)

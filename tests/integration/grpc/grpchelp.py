@@ -19,6 +19,9 @@ from rocketlite.proxy.server import GrpcFront
 from rocketlite.store.config import StoreConfig
 
 CLIENT_ID = "test-client@1234#0"
+IMPLS = ("native", "grpcio")
+IMPL = "native"
+"""The server ``grpc_world`` starts when not told (conftest runs the tier once per ``IMPLS``)."""
 # FrontContext fields a test module sets for every front it starts (``limits``, ``renew``): set
 # with ``monkeypatch.setitem`` before the world starts (e.g. in an autouse fixture).
 FRONT_OVERRIDES: dict[str, object] = {}
@@ -58,7 +61,7 @@ class GrpcEnv:
 
 @contextlib.asynccontextmanager
 async def grpc_world(root: Path, broker_props: dict[str, str] | None = None,
-                     **store_props: str) -> AsyncIterator[GrpcEnv]:
+                     impl: str | None = None, **store_props: str) -> AsyncIterator[GrpcEnv]:
     ns = NameServer("127.0.0.1", 0, auto_create_route=False)
     await ns.start()
     broker: Broker | None = None
@@ -69,7 +72,7 @@ async def grpc_world(root: Path, broker_props: dict[str, str] | None = None,
         props.update(broker_props or {})
         broker = Broker(BrokerConfig.from_properties(props), store_config(root, **store_props))
         await broker.start()
-        front = GrpcFront(broker, 0, host="127.0.0.1")
+        front = GrpcFront(broker, 0, host="127.0.0.1", impl=impl or IMPL)
         for name, value in FRONT_OVERRIDES.items():
             setattr(front.ctx, name, value)
         await front.start()

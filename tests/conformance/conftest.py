@@ -1,14 +1,18 @@
 """Fixtures of the conformance tier: real third-party clients against a real broker process.
 
-* ``clients`` (session): runs ``scripts/conformance_setup.sh`` once (ali-ons via ``npm ci``,
-  ``rocketmq==0.4.4`` in ``.conformance-venv``). If it fails, every test fails with its output:
-  nothing is skipped.
+* ``clients`` (session): runs ``scripts/conformance_setup.sh`` once (ali-ons and
+  rocketmq-client-nodejs 1.0.8 via ``npm ci``, ``rocketmq==0.4.4`` in ``.conformance-venv``,
+  ``rocketmq-python-client==5.1.2`` in ``.conformance-venv5``). If it fails, every test fails
+  with its output: nothing is skipped.
 * ``cx`` (per test): a broker on free loopback ports with a fresh store, a run id, and helpers
   that start scenario scripts; at the end every script still running is killed and the broker
   is stopped (SIGTERM, then SIGKILL after a timeout). A passing test's store is deleted (its
   preallocated CommitLog segments take 1 GiB each by default); a failing test's is kept, with the
   logs, under pytest's tmp_path. A test marked ``@pytest.mark.broker_conf({...})`` gets a broker
-  started with those broker.conf keys (e.g. a short ``messageDelayLevel``).
+  started with those broker.conf keys (e.g. a short ``messageDelayLevel``); one marked
+  ``@pytest.mark.orderly_groups("G", ...)`` gets the consumer groups ``cx.name("G")`` made
+  orderly (FIFO) in the store before the broker starts, and ``@pytest.mark.group_conf({"G":
+  {"retryMaxTimes": 1}})`` any SubscriptionGroupConfig fields.
 
 The tests are marked ``conformance`` and are part of the default run (``scripts/test``, so CI);
 ``pytest -m conformance`` runs them alone.
@@ -24,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import CPP_DIR, ONS_DIR, ROOT, Clients, Conformance
+from harness import CPP_DIR, G5PY_DIR, NODE5_DIR, ONS_DIR, ROOT, Clients, Conformance
 
 SETUP_SCRIPT = ROOT / "scripts" / "conformance_setup.sh"
 SETUP_TIMEOUT_S = 240  # within pytest-timeout's 300 s for the first test, which runs it
@@ -33,11 +37,13 @@ SETUP_TIMEOUT_S = 240  # within pytest-timeout's 300 s for the first test, which
 @pytest.fixture(scope="session")
 def clients() -> Clients:
     venv = Path(os.environ.get("CONFORMANCE_VENV", ROOT / ".conformance-venv"))
+    venv5 = Path(os.environ.get("CONFORMANCE_VENV5", ROOT / ".conformance-venv5"))
     t0 = time.monotonic()
     try:
         r = subprocess.run(["bash", str(SETUP_SCRIPT)], cwd=ROOT, stdin=subprocess.DEVNULL,
                            capture_output=True, text=True, timeout=SETUP_TIMEOUT_S,
-                           env={**os.environ, "CONFORMANCE_VENV": str(venv)})
+                           env={**os.environ, "CONFORMANCE_VENV": str(venv),
+                                "CONFORMANCE_VENV5": str(venv5)})
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"{SETUP_SCRIPT} did not finish within {SETUP_TIMEOUT_S} s\n"
                     f"{e.stdout or ''}{e.stderr or ''}", pytrace=False)
@@ -47,17 +53,27 @@ def clients() -> Clients:
                     f"are not installed:\n{output}", pytrace=False)
     print(f"conformance setup: {time.monotonic() - t0:.1f} s\n{r.stdout}")
     return Clients(node="node", ons_dir=ONS_DIR, cpp_python=venv / "bin" / "python",
-                   cpp_dir=CPP_DIR, setup_output=output)
+                   cpp_dir=CPP_DIR, setup_output=output, g5_python=venv5 / "bin" / "python",
+                   g5_dir=G5PY_DIR, node5_dir=NODE5_DIR)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "broker_conf(props): broker.conf keys for the cx broker")
+    config.addinivalue_line("markers", "orderly_groups(*kinds): orderly consumer groups for cx")
+    config.addinivalue_line("markers", "group_conf({kind: fields}): consumer group configs for cx")
 
 
 @pytest.fixture
 def cx(clients: Clients, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Conformance]:
     marker = request.node.get_closest_marker("broker_conf")
     world = Conformance(clients, tmp_path, marker.args[0] if marker else None)
+    groups: dict[str, dict[str, object]] = {}
+    for m in request.node.iter_markers("group_conf"):
+        groups |= m.args[0]
+    for m in request.node.iter_markers("orderly_groups"):
+        groups |= {kind: {**groups.get(kind, {}), "consumeMessageOrderly": True} for kind in m.args}
+    if groups:
+        world.configure_groups(groups)
     world.start_broker()
     try:
         yield world

@@ -1,0 +1,164 @@
+"""The official 5.x Node.js client, ``rocketmq-client-nodejs`` 1.0.8, against the broker's gRPC
+front (``apache.rocketmq.v2.MessagingService``, POP underneath): Producer (normal, FIFO, delay)
+and SimpleConsumer (ack, changeInvisibleDuration, redelivery after the invisible time), and
+mixing with the 5.x Python client and rocketlite's own Remoting client on one topic. Judged by
+what the clients received and by the broker's store after it stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from grpc_checks import (
+    assert_fifo_order,
+    assert_received_as_sent,
+    assert_redelivered,
+    assert_remoting_received,
+    assert_stored_as_sent,
+    first_deliveries,
+    remoting_consume,
+    remoting_produce,
+)
+from harness import FINISH_S, Conformance, assert_same_messages, pairs, received_of, sent_of
+
+pytestmark = pytest.mark.conformance
+
+READY_S = 20
+DELAY_LATE_MS = 2000  # a due time in ms waits for the timer's next 1 s tick, plus a wake-up
+MIN_INVISIBLE_S = 10  # the front's minInvisibleTimeMillsForRecv (Apache's proxy default)
+
+
+def test_node_producer_send_reaches_store_and_both_consumers(cx: Conformance) -> None:
+    """Producer.send of N messages (two keys, tag, user properties): the store holds each once
+    as sent, with the client's message id as UNIQ_KEY; a Node SimpleConsumer and rocketlite's
+    Remoting consumer each receive all N exactly once, as sent."""
+    n = 10
+    topic = cx.name("N5_SEND")
+    cx.create_topic(topic)
+    p = cx.node5("produce", topic, cx.name("P"), "--n", str(n))
+    sent = sent_of(p.finish(FINISH_S))
+    assert len(sent) == n and all(e["msgId"] for e in sent), p.describe()
+
+    c = cx.node5("simple_consume", topic, cx.name("GS"), "--expect", str(n), "--await-ms", "1000")
+    got = received_of(c.finish(FINISH_S))
+    assert_same_messages(pairs(sent, "sent"), pairs(got, "received"), "Node SimpleConsumer")
+    assert_received_as_sent(sent, got, topic, "Node SimpleConsumer")
+    assert {e["deliveryAttempt"] for e in got} == {1}, c.describe()
+
+    remote = asyncio.run(remoting_consume(cx.broker.namesrv_addr, topic, cx.name("GR"),
+                                          [e["key"] for e in sent]))
+    assert_remoting_received(remote, sent, "rocketlite consumer of Node sends")
+    state = cx.stop_broker()
+    assert_stored_as_sent(state, topic, sent, "store")
+
+
+@pytest.mark.orderly_groups("GF")
+@pytest.mark.broker_conf({"transactionCheckInterval": "1000", "transactionTimeOut": "1000"})
+def test_node_fifo_delay_and_transactions(cx: Conformance) -> None:
+    """FIFO (3 message groups, FIFO topic, an orderly consumer group): a Node SimpleConsumer
+    sees each group in send order.
+    TRANSACTION: committed visible, rolled back never, UNKNOWN resolved (COMMIT) by the Node
+    client's TransactionChecker through the Telemetry check.
+    DELAY (deliveryTimestamp 2.5 s ahead, in milliseconds): a waiting Node SimpleConsumer
+    receives each at or after its time, and before the timer's next 1 s tick has long passed."""
+    n = 9
+    fifo, delayed, txt = cx.name("N5_FIFO"), cx.name("N5_DELAY"), cx.name("N5_TX")
+    cx.create_topic(fifo, message_type="FIFO")
+    cx.create_topic(delayed)
+    cx.create_topic(txt)
+    fc = cx.node5("simple_consume", fifo, cx.name("GF"), "--expect", str(n), "--await-ms", "1000",
+                  "--batch", "4")
+    dc = cx.node5("simple_consume", delayed, cx.name("GD"), "--expect", "3", "--await-ms", "1000")
+    tc = cx.node5("simple_consume", txt, cx.name("GT"), "--expect", "2", "--await-ms", "1000",
+                  "--linger-ms", "2500")
+    for proc in (fc, dc, tc):
+        proc.wait_event("ready", READY_S)
+    tp = cx.node5("produce", txt, cx.name("P"), "--n", "3", "--mode", "transaction",
+                  "--tx", "commit,rollback,unknown", "--checker", "commit", "--wait-checks", "1")
+    fp = cx.node5("produce", fifo, cx.name("P"), "--n", str(n), "--mode", "fifo", "--groups", "3")
+    dp = cx.node5("produce", delayed, cx.name("P"), "--n", "3", "--mode", "delay",
+                  "--delay-ms", "2500")
+    fifo_sent = sent_of(fp.finish(FINISH_S))
+    delay_sent = sent_of(dp.finish(FINISH_S))
+
+    got = received_of(fc.finish(FINISH_S))
+    assert_same_messages(pairs(fifo_sent, "sent"), pairs(first_deliveries(got), "received"),
+                         "Node FIFO SimpleConsumer")
+    assert_received_as_sent(fifo_sent, got, fifo, "Node FIFO SimpleConsumer")
+    assert_fifo_order(got, "Node FIFO SimpleConsumer")
+
+    got = received_of(dc.finish(FINISH_S))
+    assert_same_messages(pairs(delay_sent, "sent"), pairs(got, "received"), "Node delayed")
+    due = {e["key"]: e["dueMs"] for e in delay_sent}
+    early = [(e["key"], e["recvMs"] - due[e["key"]]) for e in got if e["recvMs"] < due[e["key"]]]
+    late = [(e["key"], e["recvMs"] - due[e["key"]]) for e in got
+            if e["recvMs"] > due[e["key"]] + DELAY_LATE_MS]
+    assert not early, f"delivered before their delivery time (ms early): {early}"
+    assert not late, f"delivered more than {DELAY_LATE_MS} ms after their time: {late}"
+    assert all(e["deliveryTimestamp"] == due[e["key"]] for e in got), (
+        "the received deliveryTimestamp differs from the one sent (ms)", got)
+    tx_events = tp.finish(FINISH_S)
+    fate = {e["key"]: e["fate"] for e in sent_of(tx_events)}
+    assert sorted(fate.values()) == ["commit", "rollback", "unknown"], tp.describe()
+    assert {e["key"] for e in tp.of("checked")} == {k for k, f in fate.items() if f == "unknown"}
+    got = received_of(tc.finish(FINISH_S))
+    visible = [e for e in sent_of(tx_events) if fate[e["key"]] != "rollback"]
+    assert_same_messages(pairs(visible, "sent"), pairs(got, "received"), "Node transactions")
+    assert_received_as_sent(visible, got, txt, "Node transactions")
+
+    state = cx.stop_broker()
+    assert_stored_as_sent(state, txt, visible, "store (transactions)")
+    assert_stored_as_sent(state, fifo, fifo_sent, "store (FIFO)")
+    assert_stored_as_sent(state, delayed, delay_sent, "store (delayed)")
+
+
+def test_node_simple_consumer_redelivery_and_change_invisible(cx: Conformance) -> None:
+    """Node SimpleConsumer, two groups: one leaves each message unacked, which comes back after
+    its invisible time (10 s, the least a receive may ask for) with deliveryAttempt 2; one
+    receives with 30 s and changes it to 2 s, so each comes back after about 2 s, not 30."""
+    n = 4
+    topic = cx.name("N5_POP")
+    cx.create_topic(topic)
+    p = cx.node5("produce", topic, cx.name("P"), "--n", str(n))
+    sent = sent_of(p.finish(FINISH_S))
+    keys = [e["key"] for e in sent]
+    common = ("--expect", str(n), "--await-ms", "1000")
+    skipper = cx.node5("simple_consume", topic, cx.name("GK"), *common, "--first", "skip",
+                       "--invisible-ms", str(MIN_INVISIBLE_S * 1000))
+    changer = cx.node5("simple_consume", topic, cx.name("GC"), *common, "--first", "change",
+                       "--invisible-ms", "30000", "--change-to-ms", "2000")
+    skipped = received_of(skipper.finish(FINISH_S))
+    assert_redelivered(skipped, keys, MIN_INVISIBLE_S * 1000 - 500, MIN_INVISIBLE_S * 1000 + 6000,
+                       "unacked messages")
+    assert_received_as_sent(sent, skipped, topic, "redelivered messages")
+    changed = received_of(changer.finish(FINISH_S))
+    assert len(changer.of("changed")) == n, changer.describe()
+    assert_redelivered(changed, keys, 1500, 8000, "messages whose invisible time was changed")
+
+
+def test_node_python_and_remoting_clients_mix_on_one_topic(cx: Conformance) -> None:
+    """One topic, three producers (Node 5.x, Python 5.x, rocketlite over Remoting): a Node
+    SimpleConsumer receives all their messages as sent, and so does rocketlite's Remoting
+    consumer."""
+    n = 4
+    topic = cx.name("N5_MIX")
+    cx.create_topic(topic)
+    remote_sent = asyncio.run(remoting_produce(cx.broker.namesrv_addr, cx.name("PR"), topic,
+                                               f"{cx.run_id}-r", n))
+    node_sent = sent_of(cx.node5("produce", topic, cx.name("P"), "--n", str(n)).finish(FINISH_S))
+    py = cx.g5py("produce", topic, cx.name("P"), "--n", str(n), "--start", str(n))
+    py_sent = sent_of(py.finish(FINISH_S))
+    sent = node_sent + py_sent + remote_sent
+
+    c = cx.node5("simple_consume", topic, cx.name("GS"), "--expect", str(len(sent)),
+                 "--await-ms", "1000")
+    got = received_of(c.finish(FINISH_S))
+    assert_same_messages(pairs(sent, "sent"), pairs(got, "received"), "Node consumer of all three")
+    assert_received_as_sent(sent, got, topic, "Node consumer of all three")
+
+    remote = asyncio.run(remoting_consume(cx.broker.namesrv_addr, topic, cx.name("GR"),
+                                          [e["key"] for e in sent]))
+    assert_remoting_received(remote, sent, "Remoting consumer of all three")
+    state = cx.stop_broker()
+    assert_stored_as_sent(state, topic, sent, "store")

@@ -59,11 +59,7 @@ ONS_BENIGN_CODES = {22}
 # cache gauges on a meter provider that only exists when Settings turn client metrics on (off by
 # default, as Apache's proxy has them); and, once closing, the cancel of its own pending receive.
 G5PY_BENIGN = re.compile(r"object has no attribute 'get_meter'")
-G5PY_BENIGN_CLOSING = re.compile(r"process received message error, $"
-                                 # KNOWN FRONT DEVIATION, to drop once fixed: the front ends the
-                                 # Telemetry stream on NotifyClientTermination (Apache's proxy
-                                 # only when the client half-closes), and 5.1.2 logs the EOF
-                                 r"|read stream from endpoints .* '_EOF' object has no attribute")
+G5PY_BENIGN_CLOSING = re.compile(r"process received message error, $")
 
 
 def free_port() -> int:

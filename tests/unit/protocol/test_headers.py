@@ -24,6 +24,7 @@ ALL_HEADERS: list[type[Header]] = sorted(
 EXPECTED = {
     "PopMessageRequestHeader", "PopMessageResponseHeader", "AckMessageRequestHeader",
     "ChangeInvisibleTimeRequestHeader", "ChangeInvisibleTimeResponseHeader",
+    "RecallMessageRequestHeader", "RecallMessageResponseHeader",
     "SendMessageRequestHeader",
     "SendMessageResponseHeader",
     "PullMessageRequestHeader",

@@ -11,9 +11,9 @@ GroupNotFound          CONSUMER_GROUP_NOT_FOUND
 TopicNotFound          TOPIC_NOT_FOUND
 NoPermission           FORBIDDEN
 BadPopRequest          BAD_REQUEST
+PollingFull            TOO_MANY_REQUESTS (a pop answers it as ``PopStatus.POLLING_FULL``, which
+                       ReceiveMessage answers so too)
 =====================  =======================================================================
-
-(A pop that finds too many receives held answers ``PopStatus.POLLING_FULL``: TOO_MANY_REQUESTS.)
 
 Anything else goes to ``consume_checks.answer`` (``FrontError`` as raised, the store's errors by
 ``status.error_status``).
@@ -33,6 +33,7 @@ POP_ERROR_CODES: list[tuple[str, int]] = [
     ("TopicNotFound", Code.TOPIC_NOT_FOUND),
     ("NoPermission", Code.FORBIDDEN),
     ("BadPopRequest", Code.BAD_REQUEST),
+    ("PollingFull", Code.TOO_MANY_REQUESTS),
 ]
 _CODES: list[tuple[type[BaseException], int]] = [
     (getattr(pop_errors, name), code) for name, code in POP_ERROR_CODES]

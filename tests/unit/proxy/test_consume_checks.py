@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from rocketlite.broker.pop import errors as pop_errors
 from rocketlite.common.errors import ConfigError
 from rocketlite.proxy.consume_checks import (
     ConsumeLimits,
@@ -14,6 +15,7 @@ from rocketlite.proxy.consume_checks import (
     polling_ms,
     subscription,
 )
+from rocketlite.proxy.consumer_errors import pop_status
 from rocketlite.proxy.pb import definition_pb2 as pb
 from rocketlite.proxy.renew import RenewConfig
 
@@ -92,3 +94,19 @@ def test_renewal_settings_are_read_from_broker_conf_and_checked() -> None:
         RenewConfig.from_properties({"renewSchedulePeriodMillis": "0"})
     with pytest.raises(ConfigError, match="maxRenewRetryTimes"):
         RenewConfig(max_retries=-1)
+
+
+def test_pop_errors_map_to_v2_codes_with_their_message() -> None:
+    cases = [(pop_errors.InvalidReceiptHandle("bad"), C.INVALID_RECEIPT_HANDLE),
+             (pop_errors.ReceiptHandleExpired("late"), C.INVALID_RECEIPT_HANDLE),
+             (pop_errors.GroupNotFound("g"), C.CONSUMER_GROUP_NOT_FOUND),
+             (pop_errors.TopicNotFound("t"), C.TOPIC_NOT_FOUND),
+             (pop_errors.NoPermission("p"), C.FORBIDDEN),
+             (pop_errors.BadPopRequest("b"), C.BAD_REQUEST),
+             (pop_errors.PollingFull("f"), C.TOO_MANY_REQUESTS),
+             (FrontError(C.ILLEGAL_TOPIC, "why"), C.ILLEGAL_TOPIC),
+             (RuntimeError("boom"), C.INTERNAL_SERVER_ERROR)]
+    for e, code in cases:
+        st = pop_status(e, "Test")
+        assert st.code == code and st.message
+    assert "expired" in pop_status(pop_errors.ReceiptHandleExpired("late"), "Test").message

@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import weakref
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -242,14 +241,11 @@ class AckGroup:
                 at += len(hs)
 
 
-_ack_groups: weakref.WeakKeyDictionary[Broker, AckGroup] = weakref.WeakKeyDictionary()
-
-
-def ack_group(broker: Broker) -> AckGroup:
-    """The broker's ``AckGroup`` (made on first use)."""
-    group = _ack_groups.get(broker)
+def ack_group(ctx: FrontContext) -> AckGroup:
+    """The front's ``AckGroup`` (made on first use)."""
+    group = ctx.ack_group
     if group is None:
-        group = _ack_groups[broker] = AckGroup(broker)
+        group = ctx.ack_group = AckGroup(ctx.broker)
     return group
 
 
@@ -257,7 +253,7 @@ async def ack_message(
     ctx: FrontContext, request: spb.AckMessageRequest, context: ServicerContext,
 ) -> spb.AckMessageResponse:
     group, topic = request.group.name, request.topic.name
-    acks = ack_group(ctx.broker)
+    acks = ack_group(ctx)
     try:
         acks.names(group, topic)
         if not request.entries:

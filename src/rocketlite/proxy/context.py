@@ -21,6 +21,8 @@ from rocketlite.proxy.status import Code, FrontError
 
 if TYPE_CHECKING:
     from rocketlite.broker.broker import Broker
+    from rocketlite.proxy.consumer import AckGroup
+    from rocketlite.proxy.producer import SendGroup
 
 ServicerContext = grpc.aio.ServicerContext[Any, Any]
 
@@ -39,7 +41,9 @@ class FrontContext:
     ``host``/``port``: the endpoint this front advertises in routes (clients send and receive
     there). ``sessions``: the clients known by their Telemetry streams and heartbeats.
     ``limits``: the consumer limits (ProxyConfig's, from broker.conf); ``renew``: the receipt
-    handle auto-renewal settings, and ``renewer`` the front's renewer (made on first use)."""
+    handle auto-renewal settings, and ``renewer`` the front's renewer (made on first use).
+    ``send_group``/``ack_group``: the SendMessage and AckMessage calls of a loop iteration
+    gathered for one store append (made by ``producer.send_group``/``consumer.ack_group``)."""
 
     broker: Broker
     host: str
@@ -48,6 +52,8 @@ class FrontContext:
     limits: ConsumeLimits = field(default_factory=ConsumeLimits)
     renew: RenewConfig = field(default_factory=RenewConfig)
     _renewer: HandleRenewer | None = None
+    send_group: SendGroup | None = None
+    ack_group: AckGroup | None = None
 
     @property
     def renewer(self) -> HandleRenewer:

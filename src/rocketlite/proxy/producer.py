@@ -7,7 +7,7 @@ message is checked and converted by ``convert_in`` (the first refusal answers th
 nothing is stored, as the Java proxy does), sent through the broker's diverters (transaction half
 messages, timers). The messages of the SendMessage requests checked in one loop iteration (a
 client's window of calls in flight arrives in one read) are stored together with ONE
-``put_messages`` call (``SendGroup``, one per broker): the store's lock, write, dispatch round
+``put_messages`` call (``SendGroup``, one per front): the store's lock, write, dispatch round
 and group-commit wait are paid once per group, not per call. Each request keeps its own answer:
 a request refused by its checks is answered alone and is not in the group; when the store
 refuses the group's messages as illegal, each request is stored alone so that only the culprit's
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import weakref
 from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
@@ -57,7 +56,7 @@ if TYPE_CHECKING:
 __all__ = ["consistent_hash", "end_transaction", "send_message"]
 
 MAX_MESSAGES = 1024  # per request
-MAX_TOPIC_NAMES = 4096  # valid topic names remembered per broker
+MAX_TOPIC_NAMES = 4096  # valid topic names a front remembers
 MAX_GROUP = 4096  # messages of one group append; a fuller group is appended at once
 TRANSACTION = int(pb.MessageType.TRANSACTION)
 DELAY = int(pb.MessageType.DELAY)
@@ -191,14 +190,11 @@ class SendGroup:
                 fut.set_result((put.results, put.flushed))
 
 
-_groups: weakref.WeakKeyDictionary[Broker, SendGroup] = weakref.WeakKeyDictionary()
-
-
-def send_group(broker: Broker) -> SendGroup:
-    """The broker's ``SendGroup`` (made on first use)."""
-    group = _groups.get(broker)
+def send_group(ctx: FrontContext) -> SendGroup:
+    """The front's ``SendGroup`` (made on first use)."""
+    group = ctx.send_group
     if group is None:
-        group = _groups[broker] = SendGroup(broker)
+        group = ctx.send_group = SendGroup(ctx.broker)
     return group
 
 
@@ -214,7 +210,7 @@ async def send_message(
             raise FrontError(Code.BAD_REQUEST, f"{n} messages in one request, more than "
                              f"{MAX_MESSAGES}")
         broker = ctx.broker
-        group = send_group(broker)
+        group = send_group(ctx)
         topic = group.topic_name(msgs[0].topic.name)
         tc = topic_for_send(broker, topic, AUTO_CREATE_TOPIC, broker.config.default_topic_queue_nums)
         host, port = peer_address(context)

@@ -142,7 +142,10 @@ async def test_concurrent_calls_over_the_wire_share_puts(
     answers = await asyncio.gather(*(send(g, message("G5", b"w%d" % i)) for i in range(32)))
     assert all(a.status.code == C.OK for a in answers)
     assert sum(len(c) for c in calls) == 32
-    assert len(calls) < 32  # some calls arrived together and shared an append
+    if g.front.impl == "native":
+        # our server reads the frames of many calls at once and runs their handlers in one loop
+        # iteration; grpc.aio may hand each call to its own iteration, so grouping there is luck
+        assert len(calls) < 32  # some calls arrived together and shared an append
     assert len(await wait_records(g, "G5", 33)) == 33
 
 

@@ -23,6 +23,7 @@ The AckMessage calls of one loop iteration (the clients ack one message a call, 
 in flight) are acked together (``AckGroup``): one ``ack_many`` per group and topic, so one store
 append (the acks of one checkpoint as one ``bAck`` record) in place of one per call; each call
 gets its own entries' results, and a store refusal fails the entries of every call it covered.
+The native server hands over the calls of one read at once (``ack_messages``, no task per call).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ MAX_ACK_ENTRIES = 1024  # the clients ack one message a call; a bigger batch is 
 MAX_ACK_NAMES = 4096  # (group, topic) pairs whose names were checked, remembered
 MAX_ACK_GROUP = 4096  # handles of one AckGroup round; a fuller round is acked at once
 AckErrors = list[BaseException | None]
+AckCall = tuple[str, str, list[str]]  # group, topic, receipt handles
 
 
 def max_attempts(sgc: SubscriptionGroupConfig) -> int:
@@ -188,15 +190,15 @@ def _names(ctx: FrontContext, group: str, topic: str) -> None:
 
 class AckGroup:
     """The acks of the AckMessage calls of one loop iteration, made together at its end by one
-    ``ack_many`` per group and topic (module docstring)."""
+    ``ack_many`` per group and topic (module docstring); ``ack_now`` does the same for the calls
+    of one read."""
 
     __slots__ = ("_count", "_names", "_pending", "_scheduled", "broker")
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self._names: set[tuple[str, str]] = set()  # (group, topic) pairs that passed the checks
-        self._pending: dict[tuple[str, str],
-                            list[tuple[list[str], asyncio.Future[AckErrors]]]] = {}
+        self._pending: list[tuple[AckCall, asyncio.Future[AckErrors]]] = []
         self._count = 0
         self._scheduled = False
 
@@ -215,7 +217,7 @@ class AckGroup:
         """A future of the handles' results (None or the error), in their order."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[AckErrors] = loop.create_future()
-        self._pending.setdefault((group, topic), []).append((handles, fut))
+        self._pending.append(((group, topic, handles), fut))
         self._count += len(handles)
         if self._count >= MAX_ACK_GROUP:
             self.run()
@@ -226,19 +228,33 @@ class AckGroup:
 
     def run(self) -> None:
         self._scheduled = False
-        pending, self._pending, self._count = self._pending, {}, 0
+        pending, self._pending, self._count = self._pending, [], 0
+        if not pending:
+            return
+        for (_, fut), errors in zip(pending, self.ack_now([c for c, _ in pending]), strict=True):
+            if not fut.done():
+                fut.set_result(errors)
+
+    def ack_now(self, calls: list[AckCall]) -> list[AckErrors]:
+        """Each call's results (None or the error per handle): one ``ack_many`` per group and
+        topic; a store refusal fails every handle it covered."""
+        by_pair: dict[tuple[str, str], list[int]] = {}
+        for i, (group, topic, _) in enumerate(calls):
+            by_pair.setdefault((group, topic), []).append(i)
+        out: list[AckErrors] = [[] for _ in calls]
         pops = self.broker.pop
-        for (group, topic), calls in pending.items():
-            handles = [h for hs, _ in calls for h in hs]
+        for (group, topic), idx in by_pair.items():
+            handles = [h for i in idx for h in calls[i][2]]
             try:
                 errors: AckErrors = list(pops.ack_many(group, topic, handles))
             except Exception as e:  # noqa: BLE001 - the store refused the append: all failed
                 errors = [e] * len(handles)
             at = 0
-            for hs, fut in calls:
-                if not fut.done():
-                    fut.set_result(errors[at:at + len(hs)])
-                at += len(hs)
+            for i in idx:
+                n = len(calls[i][2])
+                out[i] = errors[at:at + n]
+                at += n
+        return out
 
 
 def ack_group(ctx: FrontContext) -> AckGroup:
@@ -249,11 +265,10 @@ def ack_group(ctx: FrontContext) -> AckGroup:
     return group
 
 
-async def ack_message(
-    ctx: FrontContext, request: spb.AckMessageRequest, context: ServicerContext,
-) -> spb.AckMessageResponse:
+def _check_ack(ctx: FrontContext, acks: AckGroup, request: spb.AckMessageRequest,
+               context: ServicerContext) -> AckCall | spb.AckMessageResponse:
+    """(group, topic, the handles to ack) of a request, or its refusal."""
     group, topic = request.group.name, request.topic.name
-    acks = ack_group(ctx)
     try:
         acks.names(group, topic)
         if not request.entries:
@@ -261,12 +276,13 @@ async def ack_message(
         if len(request.entries) > MAX_ACK_ENTRIES:
             raise FrontError(Code.BAD_REQUEST, f"{len(request.entries)} entries to ack, more "
                                                f"than {MAX_ACK_ENTRIES} in one request")
-        handles = _current_handles(ctx, context, group, [
+        return group, topic, _current_handles(ctx, context, group, [
             (e.message_id, e.receipt_handle) for e in request.entries])
     except Exception as e:  # noqa: BLE001 - every failure is answered as a v2 status
         return spb.AckMessageResponse(status=pop_status(e, "AckMessage"))
-    # one append for the calls of this iteration: the acks of one checkpoint as one bAck record
-    errors = await acks.ack(group, topic, handles)
+
+
+def _ack_answer(request: spb.AckMessageRequest, errors: AckErrors) -> spb.AckMessageResponse:
     response = spb.AckMessageResponse()  # filled in place: a constructor's copies cost twice
     entries = response.entries
     codes: set[int] = set()
@@ -284,6 +300,29 @@ async def ack_message(
         overall = ok() if code == Code.OK else status(code, entries[0].status.message)
     response.status.CopyFrom(overall)
     return response
+
+
+async def ack_message(
+    ctx: FrontContext, request: spb.AckMessageRequest, context: ServicerContext,
+) -> spb.AckMessageResponse:
+    """One call (grpc.aio's path): one append for the calls of this iteration, the acks of one
+    checkpoint as one bAck record."""
+    acks = ack_group(ctx)
+    call = _check_ack(ctx, acks, request, context)
+    if isinstance(call, spb.AckMessageResponse):
+        return call
+    return _ack_answer(request, await acks.ack(*call))
+
+
+def ack_messages(ctx: FrontContext, calls: list[tuple[spb.AckMessageRequest, ServicerContext]]
+                 ) -> list[spb.AckMessageResponse]:
+    """The calls of one read (the native server's batch), acked together and answered now."""
+    acks = ack_group(ctx)
+    checked = [_check_ack(ctx, acks, request, context) for request, context in calls]
+    passed = [c for c in checked if not isinstance(c, spb.AckMessageResponse)]
+    results = iter(acks.ack_now(passed) if passed else ())
+    return [c if isinstance(c, spb.AckMessageResponse) else _ack_answer(request, next(results))
+            for (request, _), c in zip(calls, checked, strict=True)]
 
 
 async def change_invisible_duration(

@@ -8,7 +8,9 @@ nothing is stored, as the Java proxy does), sent through the broker's diverters 
 messages, timers). The messages of the SendMessage requests checked in one loop iteration (a
 client's window of calls in flight arrives in one read) are stored together with ONE
 ``put_messages`` call (``SendGroup``, one per front): the store's lock, write, dispatch round
-and group-commit wait are paid once per group, not per call. Each request keeps its own answer:
+and group-commit wait are paid once per group, not per call. The native server hands over the
+calls of one read at once (``send_messages``, no task per call); grpc.aio's calls each await
+their group (``send_message``). Each request keeps its own answer:
 a request refused by its checks is answered alone and is not in the group; when the store
 refuses the group's messages as illegal, each request is stored alone so that only the culprit's
 is refused; other store errors answer every request of the group. Queue: a
@@ -28,8 +30,9 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rocketlite.broker.send import may_divert
@@ -53,7 +56,7 @@ from rocketlite.store.message import AppendResult, MessageToStore
 if TYPE_CHECKING:
     from rocketlite.broker.broker import Broker
 
-__all__ = ["consistent_hash", "end_transaction", "send_message"]
+__all__ = ["consistent_hash", "end_transaction", "send_message", "send_messages"]
 
 MAX_MESSAGES = 1024  # per request
 MAX_TOPIC_NAMES = 4096  # valid topic names a front remembers
@@ -100,7 +103,8 @@ Stored = tuple[list[AppendResult], "Future[None] | None"]
 class SendGroup:
     """The messages of the requests checked in one loop iteration, appended together at its end
     (module docstring). ``put`` returns a future of the request's results and the group commit's
-    future (SYNC_FLUSH), or of the error that refused the request's messages."""
+    future (SYNC_FLUSH), or of the error that refused the request's messages; ``store`` appends
+    the requests of a batch at once."""
 
     __slots__ = ("_msgs", "_scheduled", "_topics", "_waiting", "broker")
 
@@ -141,53 +145,68 @@ class SendGroup:
         if not waiting:
             return
         self._waiting, self._msgs = [], []
+        outcomes = self._store([n for n, _ in waiting], msgs)
+        for (_, fut), outcome in zip(waiting, outcomes, strict=True):
+            if fut.done():  # a request cancelled meanwhile: stored all the same
+                continue
+            if isinstance(outcome, BaseException):
+                fut.set_exception(outcome)
+            else:
+                fut.set_result(outcome)
+
+    def store(self, requests: list[list[MessageToStore]]) -> list[Stored | Exception]:
+        """Each request's results, or the error that refused its messages; all appended with
+        one ``put_messages`` (at most ``MAX_GROUP`` messages an append)."""
+        out: list[Stored | Exception] = []
+        counts: list[int] = []
+        msgs: list[MessageToStore] = []
+        for r in requests:
+            if msgs and len(msgs) + len(r) > MAX_GROUP:
+                out += self._store(counts, msgs)
+                counts, msgs = [], []
+            counts.append(len(r))
+            msgs += r
+        if counts:
+            out += self._store(counts, msgs)
+        return out
+
+    def _store(self, counts: list[int], msgs: list[MessageToStore]) -> list[Stored | Exception]:
         broker = self.broker
         try:
             put = broker.store.put_messages(msgs)
         except MessageIllegalError as e:
-            if len(waiting) > 1:  # which request's message: each stored alone
-                self._alone(waiting, msgs)
-                return
-            self._fail(waiting, e)
-            return
+            if len(counts) > 1:  # which request's message: each stored alone
+                return self._alone(counts, msgs)
+            return [e]
         except Exception as e:  # noqa: BLE001 - nothing stored: every request gets the error
-            self._fail(waiting, e)
-            return
+            return [e] * len(counts)
         broker.stats.put_messages += len(msgs)
         results, flushed = put.results, put.flushed
-        if len(waiting) == 1:
-            fut = waiting[0][1]
-            if not fut.done():
-                fut.set_result((results, flushed))
-            return
+        if len(counts) == 1:
+            return [(results, flushed)]
+        out: list[Stored | Exception] = []
         at = 0
-        for n, fut in waiting:
-            if not fut.done():  # a request cancelled meanwhile: stored all the same
-                fut.set_result((results[at:at + n], flushed))
+        for n in counts:
+            out.append((results[at:at + n], flushed))
             at += n
+        return out
 
-    @staticmethod
-    def _fail(waiting: list[tuple[int, asyncio.Future[Stored]]], e: Exception) -> None:
-        for _, fut in waiting:
-            if not fut.done():
-                fut.set_exception(e)
-
-    def _alone(self, waiting: list[tuple[int, asyncio.Future[Stored]]],
-               msgs: Sequence[MessageToStore]) -> None:
+    def _alone(self, counts: list[int], msgs: Sequence[MessageToStore]
+               ) -> list[Stored | Exception]:
         """Each request's messages in their own ``put_messages``: only the refused are refused."""
         broker = self.broker
+        out: list[Stored | Exception] = []
         at = 0
-        for n, fut in waiting:
-            mine, at = msgs[at:at + n], at + n
+        for n in counts:
+            mine, at = list(msgs[at:at + n]), at + n
             try:
                 put = broker.store.put_messages(mine)
             except Exception as e:  # noqa: BLE001 - this request's error
-                if not fut.done():
-                    fut.set_exception(e)
+                out.append(e)
                 continue
             broker.stats.put_messages += n
-            if not fut.done():
-                fut.set_result((put.results, put.flushed))
+            out.append((put.results, put.flushed))
+        return out
 
 
 def send_group(ctx: FrontContext) -> SendGroup:
@@ -198,9 +217,18 @@ def send_group(ctx: FrontContext) -> SendGroup:
     return group
 
 
-async def send_message(
-    ctx: FrontContext, request: spb.SendMessageRequest, context: ServicerContext,
-) -> spb.SendMessageResponse:
+@dataclass(slots=True)
+class _Checked:
+    """A request that passed its checks: its messages as stored and which are transactions."""
+
+    request: spb.SendMessageRequest
+    stored: list[MessageToStore]
+    txn: list[bool]
+
+
+def _check(ctx: FrontContext, group: SendGroup, request: spb.SendMessageRequest,
+           context: ServicerContext) -> _Checked | spb.SendMessageResponse:
+    """The request's messages converted (and diverted) for the store, or its refusal."""
     msgs = request.messages
     n = len(msgs)
     try:
@@ -210,7 +238,6 @@ async def send_message(
             raise FrontError(Code.BAD_REQUEST, f"{n} messages in one request, more than "
                              f"{MAX_MESSAGES}")
         broker = ctx.broker
-        group = send_group(ctx)
         topic = group.topic_name(msgs[0].topic.name)
         tc = topic_for_send(broker, topic, AUTO_CREATE_TOPIC, broker.config.default_topic_queue_nums)
         host, port = peer_address(context)
@@ -236,18 +263,18 @@ async def send_message(
             txn.append(kind == TRANSACTION)
     except Exception as e:  # noqa: BLE001 - refused whole, with its status
         return _refused(n, error_status(e))
-    try:
-        results, flushed = await group.put(stored)
-    except Exception as e:  # noqa: BLE001 - nothing stored: answered with the error
-        return _refused(n, error_status(e))
-    st = ok()
-    if flushed is not None and not (flushed.done() and flushed.exception() is None):
-        st = await _flushed(ctx, flushed) or st
+    return _Checked(request, stored, txn)
+
+
+def _answer(ctx: FrontContext, checked: _Checked, results: list[AppendResult], st: pb.Status
+            ) -> spb.SendMessageResponse:
+    broker = ctx.broker
     response = spb.SendMessageResponse()  # filled in place: a constructor's copies cost twice
     response.status.CopyFrom(st)
     entries = response.entries
     broker_name = broker.config.broker_name
-    for m, s, r, t in zip(msgs, stored, results, txn, strict=True):
+    for m, s, r, t in zip(checked.request.messages, checked.stored, results, checked.txn,
+                          strict=True):
         entry = entries.add()
         entry.status.CopyFrom(st)
         entry.message_id = m.system_properties.message_id
@@ -257,3 +284,55 @@ async def send_message(
         elif s.topic == TIMER_TOPIC:
             entry.recall_handle = handle_for(s, broker_name)
     return response
+
+
+def _durable(flushed: Future[None] | None) -> bool:
+    """True when there is no group commit to wait for (ASYNC_FLUSH, or done and ok)."""
+    return flushed is None or (flushed.done() and flushed.exception() is None)
+
+
+async def _answer_flushed(ctx: FrontContext, checked: _Checked, results: list[AppendResult],
+                          flushed: Future[None]) -> spb.SendMessageResponse:
+    return _answer(ctx, checked, results, await _flushed(ctx, flushed) or ok())
+
+
+async def send_message(
+    ctx: FrontContext, request: spb.SendMessageRequest, context: ServicerContext,
+) -> spb.SendMessageResponse:
+    """One call (grpc.aio's path): its messages join the loop iteration's ``SendGroup``."""
+    group = send_group(ctx)
+    checked = _check(ctx, group, request, context)
+    if not isinstance(checked, _Checked):
+        return checked
+    try:
+        results, flushed = await group.put(checked.stored)
+    except Exception as e:  # noqa: BLE001 - nothing stored: answered with the error
+        return _refused(len(request.messages), error_status(e))
+    if flushed is not None and not _durable(flushed):
+        return await _answer_flushed(ctx, checked, results, flushed)
+    return _answer(ctx, checked, results, ok())
+
+
+def send_messages(
+    ctx: FrontContext, calls: list[tuple[spb.SendMessageRequest, ServicerContext]],
+) -> list[spb.SendMessageResponse | Awaitable[spb.SendMessageResponse]]:
+    """The calls of one read (the native server's batch): checked one by one, the messages of
+    those that pass stored with one append, each call answered now, or once the group commit
+    is done (SYNC_FLUSH)."""
+    group = send_group(ctx)
+    checked = [_check(ctx, group, request, context) for request, context in calls]
+    passed = [c for c in checked if isinstance(c, _Checked)]
+    outcomes = iter(group.store([c.stored for c in passed]) if passed else ())
+    out: list[spb.SendMessageResponse | Awaitable[spb.SendMessageResponse]] = []
+    for c in checked:
+        if not isinstance(c, _Checked):
+            out.append(c)
+            continue
+        outcome = next(outcomes)
+        if isinstance(outcome, BaseException):
+            out.append(_refused(len(c.request.messages), error_status(outcome)))
+            continue
+        results, flushed = outcome
+        out.append(_answer(ctx, c, results, ok()) if flushed is None or _durable(flushed)
+                   else _answer_flushed(ctx, c, results, flushed))
+    return out

@@ -5,10 +5,12 @@ would retry blindly; this class holds no logic."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 
 from rocketlite.proxy import consumer, lite_pull, producer, recall, route, telemetry
 from rocketlite.proxy.context import FrontContext, ServicerContext
+from rocketlite.proxy.h2.server import BatchHandler
 from rocketlite.proxy.pb import service_pb2 as spb
 from rocketlite.proxy.pb import service_pb2_grpc
 from rocketlite.proxy.status import Code, status
@@ -17,6 +19,14 @@ from rocketlite.proxy.status import Code, status
 class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     def __init__(self, ctx: FrontContext) -> None:
         self.ctx = ctx
+
+    def batch_methods(self) -> dict[str, BatchHandler]:
+        """The methods the native server may run a read's calls of together (``h2.server``)."""
+        ctx = self.ctx
+        return {
+            "SendMessage": functools.partial(producer.send_messages, ctx),
+            "AckMessage": functools.partial(consumer.ack_messages, ctx),
+        }
 
     async def QueryRoute(self, request: spb.QueryRouteRequest, context: ServicerContext
                          ) -> spb.QueryRouteResponse:

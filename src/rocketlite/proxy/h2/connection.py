@@ -10,7 +10,8 @@ cancelling more than ``Limits.max_resets_per_s`` calls a second is cut off) and 
 A protocol error ends the connection with GOAWAY and its error code; a stream's error (a message
 too big, a compressed one) ends that stream with a grpc-status and RST_STREAM. What a stream
 means (the method, its handler) is the server's: ``on_stream`` is called once a request's headers
-are complete."""
+are complete, and ``on_ready`` once per read with the batched unary calls whose requests became
+complete in it (``Stream.batched``), before the read's answers are written."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import struct
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 from rocketlite.proxy.h2 import frames as f
 from rocketlite.proxy.h2.hpack_decode import HeaderDecoder, HPACKError
@@ -65,8 +66,11 @@ class ConnectionError_(Exception):
 
 class H2Connection(asyncio.Protocol):
     def __init__(self, on_stream: Callable[[Stream], None], limits: Limits,
-                 on_close: Callable[[H2Connection], None] | None = None) -> None:
+                 on_close: Callable[[H2Connection], None] | None = None,
+                 on_ready: Callable[[list[tuple[Stream, Any]]], None] | None = None) -> None:
         self.on_stream = on_stream
+        self.on_ready = on_ready
+        self.ready: list[tuple[Stream, Any]] = []  # batched calls with their request (a read's)
         self.on_close = on_close
         self.limits = limits
         self.loop = asyncio.get_running_loop()
@@ -161,6 +165,10 @@ class H2Connection(asyncio.Protocol):
         self._reading = True
         try:
             self._received(data)
+            if self.ready:
+                ready, self.ready = self.ready, []
+                if self.on_ready is not None:
+                    self.on_ready(ready)
         except ConnectionError_ as e:
             self.abort(e.code, str(e))
         except Exception as e:  # a bug of ours: this connection ends, the server goes on

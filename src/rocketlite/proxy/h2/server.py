@@ -4,6 +4,12 @@ methods given (unary, server-streaming or bidirectional, as the service descript
 request parsed with its protobuf class, the servicer's coroutine or async generator run in a task
 with a ``CallContext``, the answer serialized and sent.
 
+Batched unary methods (a servicer's ``batch_methods()``: method name -> handler of a list of
+``(request, CallContext)``) run without a task: the calls whose requests complete in one read
+are handed to the handler together at the end of the read, which answers each with a response
+(written with the read's other answers, in one write) or an awaitable of it (run in a task). A
+client's window of calls in flight thus costs one handler call, as a Remoting read of frames does.
+
 ``grpc-timeout`` sets the call's deadline: past it the handler is cancelled and the client gets
 DEADLINE_EXCEEDED. A client's RST_STREAM cancels the handler. An unknown method is UNIMPLEMENTED, a
 request that does not parse INTERNAL, a handler that raises UNKNOWN with the error (as grpc.aio
@@ -15,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -93,15 +99,22 @@ class CallContext:
         self._stream.callbacks.append(lambda: callback(self))
 
 
-@dataclass(slots=True, frozen=True)
+# a list of (request, CallContext) -> an answer per call: a response or an awaitable of it
+BatchHandler = Callable[[list[Any]], Sequence[Any]]
+
+
+@dataclass(slots=True, frozen=True, eq=False)
 class Method:
     kind: str  # "unary", "server_stream", "bidi"
     handler: Callable[..., Any]
     request: Callable[[bytes], Message]
+    batch: BatchHandler | None = None  # unary only (module docstring)
 
 
 def service_methods(descriptor: ServiceDescriptor, servicer: object) -> dict[str, Method]:
     """``/<full service name>/<Method>`` -> ``Method`` for each method ``servicer`` has."""
+    batches = getattr(servicer, "batch_methods", None)
+    batched: dict[str, BatchHandler] = batches() if callable(batches) else {}
     out: dict[str, Method] = {}
     for m in descriptor.methods:
         fn = getattr(servicer, m.name, None)
@@ -110,8 +123,9 @@ def service_methods(descriptor: ServiceDescriptor, servicer: object) -> dict[str
         if m.client_streaming and not m.server_streaming:
             continue  # client-streaming: no such method in apache.rocketmq.v2
         kind = "bidi" if m.client_streaming else "server_stream" if m.server_streaming else "unary"
-        out[f"/{descriptor.full_name}/{m.name}"] = Method(kind, fn,
-                                                         GetMessageClass(m.input_type).FromString)
+        out[f"/{descriptor.full_name}/{m.name}"] = Method(
+            kind, fn, GetMessageClass(m.input_type).FromString,
+            batched.get(m.name) if kind == "unary" else None)
     return out
 
 
@@ -154,7 +168,7 @@ class H2Server:
         return int(self._server.sockets[0].getsockname()[1])
 
     def _connection(self) -> H2Connection:
-        conn = H2Connection(self._stream, self.limits, self.connections.discard)
+        conn = H2Connection(self._stream, self.limits, self.connections.discard, _run_ready)
         self.connections.add(conn)
         return conn
 
@@ -176,6 +190,9 @@ class H2Server:
         if timeout is not None:
             stream.deadline = stream.conn.loop.time() + timeout
             self._deadlines.add(stream, stream.deadline)
+        if method.batch is not None:
+            stream.batched = method  # run by _run_ready once the request is in
+            return
         if method.kind == "unary":
             coro = _unary(stream, method)
         elif method.kind == "server_stream":
@@ -240,6 +257,56 @@ async def _unary(stream: Stream, method: Method) -> None:
             return
         raise
     except Exception as e:  # noqa: BLE001 - the client gets the error as grpc.aio gives it
+        _failed(stream, e)
+        return
+    stream.reply(response.SerializeToString())
+
+
+def _run_ready(ready: list[tuple[Stream, Any]]) -> None:
+    """The batched calls whose requests completed in one read: each method's calls to its batch
+    handler in one list, the answers sent (or awaited in a task)."""
+    by_method: dict[int, tuple[Method, list[Stream]]] = {}
+    for stream, method in ready:
+        entry = by_method.get(id(method))
+        if entry is None:
+            by_method[id(method)] = (method, [stream])
+        else:
+            entry[1].append(stream)
+    for method, streams in by_method.values():
+        calls: list[tuple[Message, CallContext]] = []
+        live: list[Stream] = []
+        for stream in streams:
+            if stream.done or stream.local_closed:  # reset or past its deadline meanwhile
+                continue
+            request = _request(stream, method, stream.take())
+            if request is not None:
+                calls.append((request, CallContext(stream)))
+                live.append(stream)
+        if not calls:
+            continue
+        assert method.batch is not None
+        try:
+            answers = method.batch(calls)
+        except Exception as e:  # noqa: BLE001 - each call gets the error, as _unary's do
+            for stream in live:
+                _failed(stream, e)
+            continue
+        for stream, answer in zip(live, answers, strict=True):
+            serialize = getattr(answer, "SerializeToString", None)
+            if serialize is not None:  # a response (else an awaitable of one)
+                stream.reply(serialize())
+            else:
+                stream.task = stream.conn.loop.create_task(_answer_later(stream, answer))
+
+
+async def _answer_later(stream: Stream, answer: Awaitable[Message]) -> None:
+    try:
+        response = await answer
+    except asyncio.CancelledError:
+        if stream.cancelled or stream.local_closed:
+            return
+        raise
+    except Exception as e:  # noqa: BLE001 - as _unary answers a raising handler
         _failed(stream, e)
         return
     stream.reply(response.SerializeToString())

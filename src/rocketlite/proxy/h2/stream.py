@@ -1,6 +1,9 @@
 """``Stream``: one gRPC call on an HTTP/2 connection: the request messages as they arrive (each
 taken reopens the stream's window), the response sent under the client's windows (what does not
 fit waits, in order, until a WINDOW_UPDATE), and the end: trailers with grpc-status, or a reset.
+A call of a batched unary method (``batched``, set by the server) has no task: once its request
+is complete the stream goes to its connection's ``ready`` list, which the server's batch handler
+takes at the end of the read.
 
 The response header blocks are constant bytes (RFC 7541, no dynamic table: an indexed ``:status
 200`` and literals without indexing), so nothing is encoded per call but a status message."""
@@ -70,6 +73,7 @@ class Stream:
         "_sent",
         "_trailers",
         "_waiter",
+        "batched",
         "bucket",
         "callbacks",
         "cancelled",
@@ -107,6 +111,7 @@ class Stream:
         self._headers_sent = False
         self._sent: asyncio.Future[None] | None = None
         self.task: asyncio.Task[Any] | None = None
+        self.batched: Any = None  # the server's batched unary method, until the request is in
         self.bucket: set[Stream] | None = None  # the deadline bucket it waits in
         self.deadline: float | None = None
         self.callbacks: list[Callable[[], None]] = []
@@ -149,8 +154,12 @@ class Stream:
         if self.remote_closed and self._rbuf:
             self.fail(13, f"the request ended inside a message ({len(self._rbuf)} bytes left)")
             return
-        if self.remote_closed and self.local_closed:
-            self._end()
+        if self.remote_closed:
+            if self.local_closed:
+                self._end()
+            elif self.batched is not None:  # a batched unary call's request is complete
+                self.conn.ready.append((self, self.batched))
+                self.batched = None
         w = self._waiter
         if w is not None and not w.done():
             w.set_result(None)

@@ -439,3 +439,88 @@ async def test_a_batch_of_answers_goes_out_in_one_write(server: tuple[H2Server, 
     with_data = [w for w in counting.writes if data_frames(w)]
     assert len(with_data) == 1 and len(data_frames(with_data[0])) == 3
     await c.close()
+
+
+class Batcher:
+    """A batched unary method: records each batch; answers b"ok:<req>" now, b"late:<req>" after
+    a loop turn (an awaitable), or raises for a request b"boom"."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[bytes]] = []
+
+    def batch(self, calls: list[tuple[Raw, Any]]) -> list[Any]:
+        self.batches.append([r.data for r, _ in calls])
+        if any(r.data == b"boom" for r, _ in calls):
+            raise RuntimeError("the batch failed")
+        out: list[Any] = []
+        for request, context in calls:
+            assert context.peer().startswith("ipv4:127.0.0.1:")
+            if request.data.startswith(b"later"):
+                out.append(self._later(request.data))
+            else:
+                out.append(Raw(b"ok:" + request.data))
+        return out
+
+    async def _later(self, data: bytes) -> Raw:
+        await asyncio.sleep(0)
+        return Raw(b"late:" + data)
+
+    async def unary(self, request: Raw, context: Any) -> Raw:  # the grpc.aio path, unused here
+        raise AssertionError("a batched method's calls go to its batch handler")
+
+
+@pytest.fixture
+async def batched() -> AsyncIterator[tuple[H2Server, Batcher]]:
+    b = Batcher()
+    s = H2Server({"/t.S/B": Method("unary", b.unary, Raw, b.batch)},
+                 Limits(max_message=10_000, stream_window=65_535, connection_window=1 << 20))
+    await s.start("127.0.0.1", 0)
+    yield s, b
+    await s.close(0.5)
+
+
+async def test_the_calls_of_one_read_go_to_the_batch_handler_together(
+    batched: tuple[H2Server, Batcher],
+) -> None:
+    s, b = batched
+    c = await Client.connect(port(s))
+    await c.until(f.SETTINGS)
+    [conn] = s.connections
+    counting = CountingTransport(conn.transport)
+    conn.transport = counting  # type: ignore[assignment]
+    c.send(*(f.frame(f.HEADERS, f.END_HEADERS, sid, c.request_block("/t.S/B"))
+             + f.frame(f.DATA, f.END_STREAM, sid, f.message(b"r%d" % sid))
+             for sid in (1, 3, 5)))
+    for sid in (1, 3, 5):
+        assert await c.answer(sid) == ([b"ok:r%d" % sid], {"grpc-status": "0"})
+    assert b.batches == [[b"r1", b"r3", b"r5"]]
+    with_data = [w for w in counting.writes if data_frames(w)]
+    assert len(with_data) == 1 and len(data_frames(with_data[0])) == 3  # one write
+    # a request completed by a later read (its DATA apart from its HEADERS) is its own batch
+    c.send(f.frame(f.HEADERS, f.END_HEADERS, 7, c.request_block("/t.S/B")))
+    await asyncio.sleep(0.05)
+    assert len(b.batches) == 1
+    c.send(f.frame(f.DATA, f.END_STREAM, 7, f.message(b"later7")))
+    assert await c.answer(7) == ([b"late:later7"], {"grpc-status": "0"})
+    assert b.batches[1] == [b"later7"]
+    await c.close()
+
+
+async def test_a_failing_batch_answers_each_call_with_the_error(
+    batched: tuple[H2Server, Batcher],
+) -> None:
+    s, b = batched
+    c = await Client.connect(port(s))
+    await c.until(f.SETTINGS)
+    c.send(*(f.frame(f.HEADERS, f.END_HEADERS, sid, c.request_block("/t.S/B"))
+             + f.frame(f.DATA, f.END_STREAM, sid, f.message(body))
+             for sid, body in ((1, b"fine"), (3, b"boom"))))
+    for sid in (1, 3):
+        messages, trailers = await c.answer(sid)
+        assert messages == [] and trailers["grpc-status"] == "2"  # UNKNOWN, as grpc.aio
+        assert "RuntimeError" in trailers["grpc-message"]
+    # a request without a message never reaches the handler
+    c.send(f.frame(f.HEADERS, f.END_HEADERS | f.END_STREAM, 5, c.request_block("/t.S/B")))
+    messages, trailers = await c.answer(5)
+    assert trailers["grpc-status"] == "13" and b.batches == [[b"fine", b"boom"]]
+    await c.close()

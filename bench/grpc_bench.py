@@ -21,7 +21,9 @@ BenchGrpc, the Remoting rows on BenchRemoting, each consumer row with its own gr
                   pending (the grpc receive row's shape over Remoting), as fast as it goes
   remoting send @grpc rate, remoting pop @grpc rate (``--match-rate``, the default, with the gRPC
                   rows): the same two rows paced by a token bucket to the msgs/s the grpc send
-                  (receive) row reached: the sending (receiving) loop takes a token per message
+                  (receive) row reached: the sending (receiving) loop takes a token per message;
+                  the bucket holds at most max(32, --window) tokens, so time lost to a stall is
+                  not made up at the unpaced rate (the summary shows the rate reached)
 
 The broker's CPU time (utime + stime from /proc/<pid>/stat) is read at the start and the end of
 each row's timed part; ``broker us/msg`` is the difference per message, the figure that says what
@@ -329,8 +331,11 @@ def summary(results: dict[str, dict[str, float]]) -> list[str]:
             x = ratio(results, grpc, name)
             if x is not None:
                 results[grpc][key] = x
+                r = results[name]
+                reached = (f" at {r['msgs_per_s']:,.0f} of {r['target_msgs_per_s']:,.0f} msgs/s"
+                           if "target_msgs_per_s" in r else "")
                 parts.append(f"{label} {x:.2f}x ({results[grpc]['broker_us_per_msg']:.1f} / "
-                             f"{results[name]['broker_us_per_msg']:.1f} us, {name})")
+                             f"{r['broker_us_per_msg']:.1f} us, {name}{reached})")
         if parts:
             lines.append(f"{direction}: gRPC / Remoting broker us/msg: " + "; ".join(parts))
     return lines

@@ -13,22 +13,35 @@ Servers (``--server``, several allowed):
   ``pip install --target DIR grpclib==0.4.9`` and pass ``--grpclib-path DIR``;
 - ``native``: rocketlite.proxy.h2 (ours), same constant answer;
 - ``broker-grpcio`` / ``broker-native``: a NameServer, a broker and its gRPC front
-  (``grpcServerImpl``) storing each message: the broker's CPU per one-message send.
+  (``grpcServerImpl``) storing each message: the broker's CPU per one-message send;
+- ``broker-remoting``: the same NameServer and broker, started the same way, without the gRPC
+  front, loaded over Remoting by rocketlite's own client in the same shape: ``--calls``
+  one-message sends (``Producer.send_async``, SEND_MESSAGE_V2), ``--inflight`` at a time, after
+  the same 500 warm-up sends, the topic created with the same 8 queues. This is the baseline the
+  gRPC rows are compared with; the CPU read covers the same process (NameServer and broker).
 
     python bench/grpc_floor.py --server aio native broker-grpcio broker-native --inflight 32 1
+    python bench/grpc_floor.py --server broker-native broker-remoting --inflight 32 1
+
+When ``broker-remoting`` and a gRPC broker row are both run, a last line gives the ratio of their
+broker CPU per call (gRPC / Remoting) for each in-flight value.
 
 ``--receive``: with a broker server, the consumer side instead: ``--calls`` messages are sent
 (32 a request), then received by ReceiveMessage calls of ``--batch`` messages each, every message
 acked by its own AckMessage call, the calls of a batch in flight together (as the 5.x clients
-ack); the figure is the broker's CPU per received and acked message.
+ack); the figure is the broker's CPU per received and acked message. ``broker-remoting`` does the
+same over Remoting with rocketlite's client: SEND_BATCH_MESSAGE of 32, then
+``SimpleConsumer.receive(--batch)`` (POP_MESSAGE, 200050, invisible 60 s, long poll 1 s) and one
+``ack`` (ACK_MESSAGE, 200051) per message, the acks of a batch in flight together.
 
-    python bench/grpc_floor.py --server broker-native --receive --calls 5000
+    python bench/grpc_floor.py --server broker-native broker-remoting --receive --calls 5000
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import multiprocessing as mp
 import os
 import shutil
@@ -122,13 +135,16 @@ def serve(q: Any, kind: str, grpclib_path: str | None, root: str) -> None:
             q.put(await s.start("127.0.0.1", 0))
             await _forever()
         _run(main)
-    elif kind.startswith("broker-"):
+    elif kind in ("broker-grpcio", "broker-native", "broker-remoting"):
         _run(lambda: _broker(q, kind.removeprefix("broker-"), root))
     else:
         raise SystemExit(f"unknown server {kind}")
 
 
 async def _broker(q: Any, impl: str, root: str) -> None:
+    """A NameServer and a broker in this process; with ``impl`` grpcio or native also the gRPC
+    front, whose port goes to ``q``; with ``impl`` remoting no front, the NameServer's port goes
+    to ``q`` (the client finds the broker through it)."""
     from rocketlite.broker.broker import Broker
     from rocketlite.broker.config import BrokerConfig
     from rocketlite.namesrv.server import NameServer
@@ -142,6 +158,9 @@ async def _broker(q: Any, impl: str, root: str) -> None:
                     StoreConfig.from_properties({"storePathRootDir": root, "listenPort": "0",
                                                  "brokerIP1": "127.0.0.1"}))
     await broker.start()
+    if impl == "remoting":
+        q.put(ns.port)
+        await _forever()
     front = GrpcFront(broker, 0, host="127.0.0.1", impl=impl)
     await front.start()
     q.put(front.port)
@@ -177,6 +196,40 @@ async def measure(port: int, pid: int, calls: int, inflight: int
         await asyncio.gather(*(one() for _ in range(min(500, calls))))  # warm up
         c0, t0 = cpu_seconds(pid), time.perf_counter()
         await asyncio.gather(*(one() for _ in range(calls)))
+        c1, t1 = cpu_seconds(pid), time.perf_counter()
+    return calls / (t1 - t0), 1e6 * (c1[0] - c0[0]) / calls, 1e6 * (c1[1] - c0[1]) / calls
+
+
+async def measure_remoting(ns_port: int, pid: int, calls: int, inflight: int
+                           ) -> tuple[float, float, float]:
+    """``measure``'s shape over Remoting: one-message ``Producer.send_async`` calls, ``inflight``
+    at a time (when that many are pending the oldest is awaited), after 500 warm-up sends."""
+    from rocketlite.client.message import Message
+    from rocketlite.client.producer import Producer
+    from rocketlite.client.send_types import SendStatus
+
+    # 8 queues, as the gRPC front auto-creates the topic (defaultTopicQueueNums)
+    async with Producer("FloorProducer", namesrv_addr=f"127.0.0.1:{ns_port}",
+                        default_topic_queue_nums=8, async_window=inflight) as p:
+        body = b"x" * 128
+
+        async def run(n: int) -> None:
+            pending: collections.deque[asyncio.Future[Any]] = collections.deque()
+
+            def settle(r: Any) -> None:
+                if r.status is not SendStatus.SEND_OK:
+                    raise SystemExit(f"send answered {r.status}")
+
+            for _ in range(n):
+                pending.append(p.send_async(Message(TOPIC, body, tags="A")))
+                if len(pending) >= inflight:
+                    settle(await pending.popleft())
+            while pending:
+                settle(await pending.popleft())
+
+        await run(min(500, calls))  # warm up (the first send fetches the route)
+        c0, t0 = cpu_seconds(pid), time.perf_counter()
+        await run(calls)
         c1, t1 = cpu_seconds(pid), time.perf_counter()
     return calls / (t1 - t0), 1e6 * (c1[0] - c0[0]) / calls, 1e6 * (c1[1] - c0[1]) / calls
 
@@ -235,6 +288,50 @@ async def measure_receive(port: int, pid: int, calls: int, batch: int
     return done / (t1 - t0), 1e6 * (c1[0] - c0[0]) / done, 1e6 * (c1[1] - c0[1]) / done
 
 
+async def measure_receive_remoting(ns_port: int, pid: int, calls: int, batch: int
+                                   ) -> tuple[float, float, float]:
+    """``measure_receive``'s shape over Remoting: ``calls`` messages sent 32 a request
+    (SEND_BATCH_MESSAGE), then ``SimpleConsumer.receive(batch)`` (POP) and one ``ack``
+    (ACK_MESSAGE) per message, the acks of a batch in flight together."""
+    from rocketlite.client.message import Message
+    from rocketlite.client.producer import Producer
+    from rocketlite.client.simple_consumer import SimpleConsumer
+    from rocketlite.protocol.bodies import ConsumeFromWhere
+
+    ns = f"127.0.0.1:{ns_port}"
+    async with Producer("FloorProducer", namesrv_addr=ns, default_topic_queue_nums=8) as p:
+        for i in range(0, calls, 32):
+            await p.send_batch([Message(TOPIC, b"x" * 128, tags="A")
+                                for _ in range(min(32, calls - i))])
+    # The topic exists now, with every message from offset 0: the group starts there.
+    async with SimpleConsumer(GROUP, namesrv_addr=ns, subscriptions={TOPIC: "*"},
+                              await_duration=1,
+                              consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET) as c:
+        c0, t0 = cpu_seconds(pid), time.perf_counter()
+        done = 0
+        while done < calls:
+            got = await c.receive(batch, invisible_duration=60)
+            if not got:
+                raise SystemExit(f"receive found no message after {done} of {calls}")
+            await asyncio.gather(*(c.ack(m) for m in got))
+            done += len(got)
+        c1, t1 = cpu_seconds(pid), time.perf_counter()
+    return done / (t1 - t0), 1e6 * (c1[0] - c0[0]) / done, 1e6 * (c1[1] - c0[1]) / done
+
+
+def ratios(cpu: dict[tuple[str, int], float], what: str, unit: str) -> list[str]:
+    """'gRPC / Remoting' lines: each gRPC broker row's CPU per call over broker-remoting's at the
+    same in-flight value (or batch)."""
+    out = []
+    for kind in ("broker-native", "broker-grpcio"):
+        parts = [f"{what} {n}: {cpu[kind, n] / cpu['broker-remoting', n]:.2f}x"
+                 for (k, n) in cpu if k == kind and ("broker-remoting", n) in cpu
+                 and cpu["broker-remoting", n] > 0]
+        if parts:
+            out.append(f"broker CPU per {unit}, {kind} / broker-remoting: " + ", ".join(parts))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--server", nargs="+", default=["aio", "native"])
@@ -251,6 +348,7 @@ def main() -> None:
     else:
         print(f"{'server':<16}{'in flight':>10}{'calls/s':>10}{'CPU us/call':>12}{'user':>8}"
               f"{'system':>8}")
+    cpu: dict[tuple[str, int], float] = {}  # (server, in flight or batch) -> CPU us per call
     for kind in args.server:
         q: Any = mp.Queue()
         root = tempfile.mkdtemp(prefix="grpc-floor-")  # a broker's store, removed after
@@ -259,19 +357,27 @@ def main() -> None:
         try:
             port = q.get(timeout=60)
             if args.receive:
-                rate, user, system = asyncio.run(measure_receive(port, p.pid or 0, args.calls,
-                                                                 args.batch))
+                if not kind.startswith("broker-"):
+                    raise SystemExit(f"--receive needs a broker server, not {kind}")
+                rx = measure_receive_remoting if kind == "broker-remoting" else measure_receive
+                rate, user, system = asyncio.run(rx(port, p.pid or 0, args.calls, args.batch))
+                cpu[kind, args.batch] = user + system
                 print(f"{kind:<16}{args.batch:>10}{rate:>10.0f}{user + system:>12.1f}"
                       f"{user:>8.1f}{system:>8.1f}", flush=True)
                 continue
+            tx = measure_remoting if kind == "broker-remoting" else measure
             for inflight in args.inflight:
-                rate, user, system = asyncio.run(measure(port, p.pid or 0, args.calls, inflight))
+                rate, user, system = asyncio.run(tx(port, p.pid or 0, args.calls, inflight))
+                cpu[kind, inflight] = user + system
                 print(f"{kind:<16}{inflight:>10}{rate:>10.0f}{user + system:>12.1f}{user:>8.1f}"
                       f"{system:>8.1f}", flush=True)
         finally:
             p.kill()
             p.join()
             shutil.rmtree(root, ignore_errors=True)
+    for line in (ratios(cpu, "batch", "message") if args.receive
+                 else ratios(cpu, "in flight", "call")):
+        print(line)
 
 
 if __name__ == "__main__":

@@ -83,8 +83,9 @@ async def recall(env: Env, handle: str, topic: str = TOPIC) -> RemotingCommand:
         "topic": topic, "recallHandle": handle, "producerGroup": "PG"})
 
 
-async def test_a_read_of_timer_and_ordinary_sends(tmp_path: Path) -> None:
-    async with running(tmp_path / "store", BROKER) as env:
+@pytest.mark.parametrize("flush", ["ASYNC_FLUSH", "SYNC_FLUSH"])
+async def test_a_read_of_timer_and_ordinary_sends(tmp_path: Path, flush: str) -> None:
+    async with running(tmp_path / "store", BROKER, flushDiskType=flush) as env:
         await create_topic(env)
         due = now_ms() + 60_000
         timer = {2: "UNIQ-JSON", 4: "UNIQ-BIN", 5: "UNIQ-NEXT"}

@@ -12,6 +12,13 @@ ones (``send_run.SendTaker``: a well-formed header, an existing writable topic a
 nothing to divert) are queued without the per-request layers, every other one goes through them in
 order. An append's success replies are written per connection by ``send_run.OkRuns``.
 
+Recall handles (5.3's ``SendMessageProcessor.attachRecallHandle``): a single send (SEND_MESSAGE
+or SEND_MESSAGE_V2, not a batch) that the timer wheel took (stored to the timer topic with
+``TIMER_OUT_MS``, its real topic not a retry topic) is answered with ``recallHandle`` in the
+header, the handle RECALL_MESSAGE takes to withdraw it (``recall.handle_for``). Only the
+per-request path diverts, so only it makes handles (``_handles``, by request); a batch without
+one is answered as before, one with one by ``_write_ok_recall``.
+
 Errors answer with RocketMQ's codes and a remark that says why: MESSAGE_ILLEGAL (13) for a bad
 message or batch, TOPIC_NOT_EXIST (17), NO_PERMISSION (16), SERVICE_NOT_AVAILABLE (14) when the
 disk is too full or the store cannot write (with Java's remark, the store's reason in brackets:
@@ -28,6 +35,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 from rocketlite.broker.config import PERM_WRITE
+from rocketlite.broker.recall import handle_for
 from rocketlite.broker.send_run import TXN_MASK, OkRuns, SendTaker, send_keys
 from rocketlite.broker.send_service import (
     SendForbiddenError,
@@ -35,6 +43,7 @@ from rocketlite.broker.send_service import (
     TopicNotExistError,
     topic_for_send,
 )
+from rocketlite.broker.timer_divert import TIMER_TOPIC
 from rocketlite.broker.topics import NOT_ALLOWED_SEND_TOPICS
 from rocketlite.common.errors import (
     BodyError,
@@ -72,8 +81,10 @@ RUN_CHUNK = 32
 REGION = "DefaultRegion"
 
 Reply = RemotingCommand | Awaitable[RemotingCommand | None] | None
-# conn, request, queue id, CommitLog offset, queue offset, msg id (a batch's list, else None)
-Held = tuple[Connection, RemotingCommand, int, int, int, str | None]
+# conn, request, queue id, CommitLog offset, queue offset, msg id (a batch's list, else None),
+# recall handle (a timer message's, else None)
+Held = tuple[Connection, RemotingCommand, int, int, int, str | None, str | None]
+Pending = list[tuple[Connection, RemotingCommand, int]]
 
 
 _from_v2_ext = SendMessageRequestHeader.from_v2_ext
@@ -122,7 +133,10 @@ class SendProcessor:
         # The sends of this read: their messages, and for each the connection, the request and
         # the queue id to answer (the requested one, even when the message is diverted).
         self._msgs: list[MessageToStore] = []
-        self._pending: list[tuple[Connection, RemotingCommand, int]] = []
+        self._pending: Pending = []
+        # The recall handles of this read's sends that the timer wheel took, by id() of their
+        # request (alive in ``_pending`` until answered): usually empty.
+        self._handles: dict[int, str] = {}
         self._scheduled = False
         self._batch_conn: Connection | None = None  # the connection of the batch's first send
         self._mixed = False  # the batch has sends of other connections too
@@ -252,6 +266,10 @@ class SendProcessor:
         msg = _message(conn, cmd, h, queue_id)
         if self._diverters and (h.sysFlag & _TXN_MASK or may_divert(msg.properties)):
             msg = self.broker.divert(msg)
+            if msg.topic == TIMER_TOPIC and not cmd.flag & RPC_ONEWAY:
+                handle = handle_for(msg, self.broker.config.broker_name)
+                if handle:
+                    self._handles[id(cmd)] = handle
         self._queue(conn, cmd, msg, queue_id)
         return None
 
@@ -284,6 +302,9 @@ class SendProcessor:
             return  # appended early (``send_run``'s chunks); this is the read end's call
         pending, self._pending = self._pending, []
         msgs, self._msgs = self._msgs, []
+        handles = self._handles or None
+        if handles is not None:
+            self._handles = {}
         self._scheduled = False
         self._alone = None if self._mixed else self._batch_conn
         self._batch_conn = None
@@ -291,7 +312,8 @@ class SendProcessor:
             put = self.store.put_messages(msgs)
         except MessageIllegalError:
             for (conn, cmd, qid), msg in zip(pending, msgs, strict=True):  # find the culprit(s)
-                self._append_alone(conn, cmd, msg, qid)
+                self._append_alone(conn, cmd, msg, qid,
+                                   None if handles is None else handles.get(id(cmd)))
             return
         except (DiskFullError, FlushError, StoreClosedError) as e:
             for conn, cmd, _ in pending:
@@ -303,10 +325,10 @@ class SendProcessor:
                 _answer(conn, cmd, ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
             return
         self.stats.put_messages += len(pending)
-        self._answer_put(pending, put.results, put.flushed)
+        self._answer_put(pending, put.results, put.flushed, handles)
 
     def _append_alone(self, conn: Connection, cmd: RemotingCommand, msg: MessageToStore,
-                      queue_id: int) -> None:
+                      queue_id: int, handle: str | None) -> None:
         try:
             put = self.store.put_messages((msg,))
         except MessageIllegalError as e:
@@ -321,37 +343,88 @@ class SendProcessor:
             return
         self.stats.put_messages += 1
         if not cmd.flag & RPC_ONEWAY:
-            self._answer_put([(conn, cmd, queue_id)], put.results, put.flushed)
+            self._answer_put([(conn, cmd, queue_id)], put.results, put.flushed,
+                             None if handle is None else {id(cmd): handle})
 
     def _reply(self, cmd: RemotingCommand, queue_id: int, commit_log_offset: int,
-               queue_offset: int, msg_id: str | None = None) -> RemotingCommand:
-        return cmd.response(ResponseCode.SUCCESS, None, {
+               queue_offset: int, msg_id: str | None = None,
+               recall_handle: str | None = None) -> RemotingCommand:
+        ext = {
             "msgId": msg_id or encode_message_id(self._store_host, self._store_port,
                                                  commit_log_offset),
             "queueId": str(queue_id),
             "queueOffset": str(queue_offset),
             "MSG_REGION": REGION,
             "TRACE_ON": "true",
-        })
+        }
+        if recall_handle is not None:
+            ext["recallHandle"] = recall_handle
+        return cmd.response(ResponseCode.SUCCESS, None, ext)
 
-    def _answer_put(self, pending: list[tuple[Connection, RemotingCommand, int]],
-                    results: list[AppendResult], flushed: Future[None] | None) -> None:
+    def _answer_put(self, pending: Pending, results: list[AppendResult],
+                    flushed: Future[None] | None, handles: dict[int, str] | None = None) -> None:
         """Answer single sends appended with ``results`` (oneway ones excepted): one write per
         run of replies to a connection, written by ``OkRuns`` in one call; after the flush
-        under SYNC_FLUSH."""
+        under SYNC_FLUSH. ``handles``: the recall handles of the timer sends among them (by
+        id() of the request), if any."""
+        if handles is not None:
+            self._answer_recall_put(pending, results, flushed, handles)
+            return
         if flushed is None or (flushed.done() and flushed.exception() is None):
             self._write_ok(pending, results)
             return
         self._answer_when_flushed(
-            lambda: [(conn, cmd, qid, r[0], r[2], None)  # AppendResult: offset, queue offset
+            lambda: [(conn, cmd, qid, r[0], r[2], None, None)  # offset, queue offset
                      for (conn, cmd, qid), r in zip(pending, results, strict=True)
                      if not cmd.flag & RPC_ONEWAY],
             flushed, lambda: self._write_ok(pending, results))
 
-    def _write_ok(self, pending: list[tuple[Connection, RemotingCommand, int]],
-                  results: list[AppendResult]) -> None:
+    def _answer_recall_put(self, pending: Pending, results: list[AppendResult],
+                           flushed: Future[None] | None, handles: dict[int, str]) -> None:
+        """``_answer_put`` of sends some of which have a recall handle: every reply of a timer
+        send carries it (a FLUSH_DISK_TIMEOUT one too: 5.x answers the header then as well)."""
+        self._answer_when_flushed(
+            lambda: [(conn, cmd, qid, r[0], r[2], None, handles.get(id(cmd)))
+                     for (conn, cmd, qid), r in zip(pending, results, strict=True)
+                     if not cmd.flag & RPC_ONEWAY],
+            flushed, lambda: self._write_ok_recall(pending, results, handles))
+
+    def _write_ok(self, pending: Pending, results: list[AppendResult]) -> None:
         for conn, frames in self._ok_runs.runs(pending, results):
             conn.send_frames([frames])
+
+    def _write_ok_recall(self, pending: Pending, results: list[AppendResult],
+                         handles: dict[int, str]) -> None:
+        """``_write_ok`` for sends some of which have a recall handle: theirs are encoded with
+        the handle (the generic encoding), the stretches between them by ``OkRuns``; still one
+        write per run of consecutive replies to a connection, in the order of ``pending``."""
+        out: list[tuple[Connection, bytes]] = []
+        runs = self._ok_runs.runs
+        start = 0
+        for i, (conn, cmd, qid) in enumerate(pending):
+            handle = handles.get(id(cmd))
+            if handle is None:
+                continue
+            if start < i:
+                out += runs(pending[start:i], results[start:i])
+            start = i + 1
+            if cmd.flag & RPC_ONEWAY:
+                continue
+            r = results[i]
+            head, body = self._reply(cmd, qid, r[0], r[2], None, handle).encode_parts()
+            out.append((conn, head + body if body else head))
+        if start < len(pending):
+            out += runs(pending[start:], results[start:])
+        to: Connection | None = None
+        frames: list[bytes] = []
+        for conn, frame in out:
+            if conn is not to:
+                if to is not None:
+                    to.send_frames(frames)
+                to, frames = conn, []
+            frames.append(frame)
+        if to is not None:
+            to.send_frames(frames)
 
     def _other_ok(self, cmd: RemotingCommand, queue_id: int, commit_log_offset: int,
                   queue_offset: int) -> bytes:
@@ -361,8 +434,9 @@ class SendProcessor:
 
     def _answer_ok(self, held: list[Held]) -> None:
         """Success replies with the generic encoding (a batch's list of ids)."""
-        for conn, cmd, queue_id, offset, queue_offset, msg_id in held:
-            head, body = self._reply(cmd, queue_id, offset, queue_offset, msg_id).encode_parts()
+        for conn, cmd, queue_id, offset, queue_offset, msg_id, handle in held:
+            head, body = self._reply(cmd, queue_id, offset, queue_offset, msg_id,
+                                     handle).encode_parts()
             conn.send_frames([head + body if body else head])
 
     def _answer_when_flushed(self, held: Callable[[], list[Held]], flushed: Future[None] | None,
@@ -388,8 +462,8 @@ class SendProcessor:
             if fut is not None and err is None:
                 ok()
                 return
-            for conn, cmd, queue_id, offset, queue_offset, msg_id in held():
-                reply = self._reply(cmd, queue_id, offset, queue_offset, msg_id)
+            for conn, cmd, queue_id, offset, queue_offset, msg_id, handle in held():
+                reply = self._reply(cmd, queue_id, offset, queue_offset, msg_id, handle)
                 _flush_failed(reply, err, self.flush_timeout_s)
                 conn.send(reply)
 
@@ -413,7 +487,7 @@ class SendProcessor:
         self.stats.put_messages += len(res)
         if not cmd.flag & RPC_ONEWAY:
             ids = self._ok_frames.message_ids(res.offsets)
-            held: list[Held] = [(conn, cmd, queue_id, 0, res.queue_offset, ids)]
+            held: list[Held] = [(conn, cmd, queue_id, 0, res.queue_offset, ids, None)]
             self._answer_when_flushed(lambda: held, put.flushed, lambda: self._answer_ok(held))
         return None
 

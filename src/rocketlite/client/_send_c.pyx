@@ -147,20 +147,20 @@ def send_reply(dict ext):
 cdef class ResultReader:
     cdef object result_cls, queue_cls, queue_id_descr
     cdef list rdescrs, qdescrs
-    cdef descrsetfunc rset[7]
+    cdef descrsetfunc rset[8]
     cdef descrsetfunc qset[3]
 
     def __init__(self, result_cls, queue_cls):
         self.result_cls = result_cls
         self.queue_cls = queue_cls
         rnames = ("status", "msg_id", "offset_msg_id", "queue", "queue_offset", "transaction_id",
-                  "region_id")
+                  "region_id", "recall_handle")
         qnames = ("topic", "brokerName", "queueId")
         self.rdescrs = [result_cls.__dict__[n] for n in rnames]
         self.qdescrs = [queue_cls.__dict__[n] for n in qnames]
         self.queue_id_descr = self.qdescrs[2]
         cdef int i
-        for i in range(7):
+        for i in range(8):
             self.rset[i] = Py_TYPE(self.rdescrs[i]).tp_descr_set
             if self.rset[i] is NULL:
                 raise TypeError(f"{result_cls.__name__}.{rnames[i]} is not a slot")
@@ -190,6 +190,7 @@ cdef class ResultReader:
         self.rset[4](d[4], o, queue_offset)
         self.rset[5](d[5], o, transaction_id)
         self.rset[6](d[6], o, region_id)
+        self.rset[7](d[7], o, ext.get("recallHandle"))
         return o
 
 

@@ -14,8 +14,8 @@ for byte to ``RemotingCommand.encode()`` of the same command (checked by a hypot
 
 ``send_reply`` reads a SEND reply's ``SendMessageResponseHeader`` (msgId, queueId, queueOffset,
 transactionId, MSG_REGION) straight from the reply's ext fields: ``None`` for a malformed one.
-``ResultReader.read`` makes the producer's ``SendResult`` of it (the compiled twin fills the
-slots of the frozen dataclass directly).
+``ResultReader.read`` makes the producer's ``SendResult`` of it and the reply's ``recallHandle``
+(the compiled twin fills the slots of the frozen dataclass directly).
 
 ``uniq_key`` spells ``MessageClientIDSetter``'s id: the fixed hex prefix, then the time field (low
 32 bits) and the counter (low 16 bits) in upper-case hex. ``UniqKeys`` is a generator of them: a
@@ -141,7 +141,8 @@ def _parse_int(s: str | None, bits: int) -> int | None:
 
 class ResultReaderPy:
     """Built once with the result class (fields: status, msg_id, offset_msg_id, queue,
-    queue_offset, transaction_id, region_id) and the queue class (topic, brokerName, queueId)."""
+    queue_offset, transaction_id, region_id, recall_handle) and the queue class (topic,
+    brokerName, queueId). ``recall_handle`` is the reply's ``recallHandle``, else None."""
 
     __slots__ = ("queue_cls", "result_cls")
 
@@ -158,7 +159,8 @@ class ResultReaderPy:
         msg_id, queue_id, queue_offset, transaction_id, region_id = header
         if queue_id != mq.queueId:
             mq = self.queue_cls(mq.topic, mq.brokerName, queue_id)
-        return self.result_cls(status, uniq_key, msg_id, mq, queue_offset, transaction_id, region_id)
+        return self.result_cls(status, uniq_key, msg_id, mq, queue_offset, transaction_id, region_id,
+                               ext.get("recallHandle"))
 
 
 def uniq_key_py(prefix: str, since: int, counter: int) -> str:

@@ -59,7 +59,10 @@ RETRY_CODES = frozenset({
 
 @dataclass(slots=True, frozen=True)
 class SendResult:
-    """``msg_id`` is the UNIQ_KEY (comma-joined for a batch); ``offset_msg_id`` the broker's id."""
+    """``msg_id`` is the UNIQ_KEY (comma-joined for a batch); ``offset_msg_id`` the broker's id;
+    ``recall_handle`` the handle a 5.3 broker answers for a delayed message the timer wheel took
+    (``SendMessageResponseHeader.recallHandle``: RECALL_MESSAGE withdraws the message with it),
+    else None."""
 
     status: SendStatus
     msg_id: str
@@ -68,6 +71,7 @@ class SendResult:
     queue_offset: int
     transaction_id: str | None = None
     region_id: str | None = None
+    recall_handle: str | None = None
 
 
 @dataclass(slots=True)

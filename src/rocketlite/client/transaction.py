@@ -256,7 +256,7 @@ class TransactionProducer(HalfProducer):
                         "sent: %s; the broker will check back", result.msg_id, state.name, e)
         return TransactionSendResult(result.status, result.msg_id, result.offset_msg_id, result.queue,
                                      result.queue_offset, result.transaction_id, result.region_id,
-                                     local_transaction_state=state)
+                                     result.recall_handle, local_transaction_state=state)
 
     async def _end(self, result: SendResult, state: LocalTransactionState,
                    error: BaseException | None) -> None:

@@ -108,7 +108,8 @@ def test_uniq_key(prefix: str, since: int, counter: int) -> None:
         (counter & 0xFFFF).to_bytes(2, "big").hex().upper()
 
 
-@given(st.dictionaries(st.sampled_from(["msgId", "transactionId", "MSG_REGION", "other"]),
+@given(st.dictionaries(st.sampled_from(["msgId", "transactionId", "MSG_REGION", "recallHandle",
+                                        "other"]),
                        st.text(max_size=8)),
        st.none() | ints, st.none() | ints, st.integers(0, 8), st.sampled_from(list(SendStatus)))
 def test_result_reader(ext: dict[str, str], queue_id: str | None, queue_offset: str | None, sent_to: int,

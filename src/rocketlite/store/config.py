@@ -17,6 +17,7 @@ fileReservedTime                  file_reserved_time                     72     
 deleteWhen                        delete_when                            04                    hours
 diskMaxUsedSpaceRatio             disk_max_used_space_ratio              75                    %
 diskSpaceCleanForciblyRatio       disk_space_clean_forcibly_ratio        85                    %
+cleanFileForciblyEnable           clean_file_forcibly_enable             true
 diskSpaceWarningLevelRatio        disk_space_warning_level_ratio         90                    %
 cleanResourceInterval             clean_resource_interval                10000                 ms
 destroyMapedFileIntervalForcibly  destroy_mapped_file_interval_forcibly  120000                ms
@@ -36,6 +37,8 @@ the tag code (deliver time) of ``SCHEDULE_TOPIC_XXXX`` records, as in RocketMQ's
 ``flushDelayOffsetInterval`` is how often the broker's schedule service writes ``delayOffset.json``
 (after a crash, what it delivered since the last write is delivered again).
 ``warmMapedFileEnable`` and ``destroyMapedFileIntervalForcibly`` keep RocketMQ's spelling.
+``cleanFileForciblyEnable`` false keeps files younger than ``fileReservedTime`` even when disk use
+passes ``diskSpaceCleanForciblyRatio`` (then only expired files go, as in RocketMQ).
 ``deleteWhen`` is one or more two-digit hours separated by ``;`` (``"04"``, ``"04;16"``).
 
 The defaults are RocketMQ's. ``rocketlite start`` gives a new store smaller files
@@ -113,6 +116,7 @@ class StoreConfig:
     delete_when: str = field(default="04", metadata=_key("deleteWhen"))
     disk_max_used_space_ratio: int = field(default=75, metadata=_key("diskMaxUsedSpaceRatio"))
     disk_space_clean_forcibly_ratio: int = field(default=85, metadata=_key("diskSpaceCleanForciblyRatio"))
+    clean_file_forcibly_enable: bool = field(default=True, metadata=_key("cleanFileForciblyEnable"))
     disk_space_warning_level_ratio: int = field(default=90, metadata=_key("diskSpaceWarningLevelRatio"))
     clean_resource_interval: int = field(default=10_000, metadata=_key("cleanResourceInterval"))
     destroy_mapped_file_interval_forcibly: int = field(default=120_000,

@@ -9,7 +9,9 @@ One ``run_once`` (every ``cleanResourceInterval``, 10 s, or on a manual trigger)
    thread every second while they last: ``WriteGate.retry``.)
 2. Delete when it is ``deleteWhen`` o'clock (04), when use passes ``diskMaxUsedSpaceRatio`` (75 %),
    or on a manual trigger. Only files older than ``fileReservedTime`` (72 h) go, unless use passes
-   ``diskSpaceCleanForciblyRatio`` (85 %): then the oldest go regardless of age.
+   ``diskSpaceCleanForciblyRatio`` (85 %): then the oldest go regardless of age, unless
+   ``cleanFileForciblyEnable`` is false (RocketMQ's switch for it): then passing that ratio
+   deletes expired files only.
 3. Head first only: walk from the oldest segment and stop at the first one that must stay; never
    the segment being written; at most ``deleteFileBatchMax`` files per run.
 4. ConsumeQueue files and IndexFiles pointing only below the new CommitLog minimum go in the same
@@ -98,12 +100,13 @@ class RetentionService:
         now = self.clock()
         ratio = self.disk_usage(cfg.store_path_root_dir)
         refused = self._update_write_gate(ratio)
-        forced = ratio > cfg.disk_space_clean_forcibly_ratio / 100
+        over_forcibly = ratio > cfg.disk_space_clean_forcibly_ratio / 100
+        forced = over_forcibly and cfg.clean_file_forcibly_enable
         if manual:
             trigger = "manual"
         elif forced:
             trigger = "forced"
-        elif ratio > cfg.disk_max_used_space_ratio / 100:
+        elif over_forcibly or ratio > cfg.disk_max_used_space_ratio / 100:
             trigger = "space"
         elif self._is_delete_hour(now):
             trigger = "time"

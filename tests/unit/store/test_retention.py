@@ -103,6 +103,19 @@ def test_forced_cleaning_ignores_age_but_keeps_the_current_file(tmp_path: Path) 
         s.put_messages_sync([msg()])  # still writable below 90 %
 
 
+def test_without_forced_cleaning_a_full_disk_deletes_only_expired_files(tmp_path: Path) -> None:
+    disk = Disk()
+    with open_store(tmp_path, disk, deleteFileBatchMax="100",
+                    cleanFileForciblyEnable="false") as s:
+        fill_segments(s, 5)
+        age(s, 100, count=2)  # the 2 oldest are past fileReservedTime (72 h)
+        disk.ratio = 0.87  # above diskSpaceCleanForciblyRatio (85 %)
+        rep = s.retention.run_once()
+        assert (rep.triggered_by, rep.commitlog_files_deleted) == ("space", 2)
+        assert s.commitlog.min_offset == 2 * s.config.mapped_file_size_commit_log
+        assert s.retention.run_once().commitlog_files_deleted == 0  # the young ones stay
+
+
 def test_writes_are_refused_above_90_percent_and_resume(tmp_path: Path) -> None:
     disk = Disk()
     with open_store(tmp_path, disk) as s:

@@ -59,12 +59,13 @@ def test_defaults_match_rocketmq() -> None:
 
 
 def test_every_field_has_its_rocketmq_key() -> None:
-    assert len(KEY_TO_FIELD) == len(dataclasses.fields(StoreConfig)) == 26
+    assert len(KEY_TO_FIELD) == len(dataclasses.fields(StoreConfig)) == 27
     assert KEY_TO_FIELD["messageDelayLevel"] == "message_delay_level"
     assert KEY_TO_FIELD["flushDelayOffsetInterval"] == "flush_delay_offset_interval"
     assert KEY_TO_FIELD["warmMapedFileEnable"] == "warm_mapped_file_enable"
     assert KEY_TO_FIELD["destroyMapedFileIntervalForcibly"] == "destroy_mapped_file_interval_forcibly"
     assert KEY_TO_FIELD["brokerIP1"] == "broker_ip1"
+    assert KEY_TO_FIELD["cleanFileForciblyEnable"] == "clean_file_forcibly_enable"
 
 
 def test_derived_paths(tmp_path: Path) -> None:

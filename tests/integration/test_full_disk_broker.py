@@ -43,6 +43,7 @@ CONF = (
     "mappedFileSizeConsumeQueue=60000\n"
     "diskMaxUsedSpaceRatio=95\n"
     "diskSpaceCleanForciblyRatio=95\n"
+    "cleanFileForciblyEnable=false\n"  # a full disk must not clean acknowledged segments away
     "diskSpaceWarningLevelRatio=95\n"
     "fileReservedTime=1000\n"
     f"defaultTopicQueueNums={QUEUES}\n"

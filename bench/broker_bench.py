@@ -216,9 +216,12 @@ def percentiles(lat_ns: list[int]) -> dict[str, float]:
 
 def send_template(topic: str, queue_id: int, body: bytes, batch: int = 0,
                   uniq: bool = False) -> Template:
-    """A send of ``body`` (or a batch of ``batch`` copies); with ``uniq`` each batched message
-    carries its own UNIQ_KEY, as the Java producer's do (the broker indexes every one)."""
+    """A send of ``body`` (or a batch of ``batch`` copies); with ``uniq`` each message carries
+    a UNIQ_KEY, as every RocketMQ client's do (the broker indexes every one; a single send's
+    template repeats its key)."""
     props = "TAGS\x01TagA\x02WAIT\x01true\x02"
+    if uniq and not batch:
+        props += f"UNIQ_KEY\x01{queue_id:08X}{time.time_ns():016X}00000000\x02"
     h = SendMessageRequestHeader(
         producerGroup="bench_producer", topic=topic, defaultTopic="TBW102",
         defaultTopicQueueNums=8, queueId=queue_id, sysFlag=0,

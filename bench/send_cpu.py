@@ -196,7 +196,7 @@ def main() -> None:
                     help="SEND_BATCH_MESSAGE frames of this many messages (0: SEND_MESSAGE_V2)")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--uniq", action="store_true",
-                    help="with --batch: a UNIQ_KEY per message (indexed), as Java producers send")
+                    help="a UNIQ_KEY per message (indexed), as every RocketMQ client sends")
     ap.add_argument("--split", action="store_true", help="CPU per message of each stage")
     ap.add_argument("--sort", default="tottime", help="the profile's order: tottime, cumulative")
     args = ap.parse_args()

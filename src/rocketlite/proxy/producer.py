@@ -42,6 +42,7 @@ from rocketlite.broker.topics import AUTO_CREATE_TOPIC
 from rocketlite.common.errors import FlushTimeoutError, MessageIllegalError
 from rocketlite.formats.javahash import java_string_hash
 from rocketlite.formats.message_record import SYSFLAG_TRANSACTION_MASK
+from rocketlite.proxy import send_answer as answer
 from rocketlite.proxy import validate
 from rocketlite.proxy.context import FrontContext, ServicerContext, peer_address
 from rocketlite.proxy.convert_in import Inbound, convert, host_bytes, now_ms
@@ -219,16 +220,41 @@ def send_group(ctx: FrontContext) -> SendGroup:
 
 @dataclass(slots=True)
 class _Checked:
-    """A request that passed its checks: its messages as stored and which are transactions."""
+    """A request that passed its checks: its messages as stored and which are transactions;
+    ``plain``: none is a transaction or was diverted (to the timer)."""
 
     request: spb.SendMessageRequest
     stored: list[MessageToStore]
     txn: list[bool]
+    plain: bool
+
+
+Memo = dict[tuple[str, str], tuple[Inbound, int]]  # (topic, peer) -> (Inbound, write queues)
+
+
+def _inbound(ctx: FrontContext, group: SendGroup, name: str, context: ServicerContext,
+             memo: Memo) -> tuple[Inbound, int]:
+    """What a request's messages are checked against and its topic's write queues: the topic
+    checked for a send (created when allowed), once per topic and client in ``memo``."""
+    key = (name, context.peer())
+    got = memo.get(key)
+    if got is None:
+        broker = ctx.broker
+        topic = group.topic_name(name)
+        tc = topic_for_send(broker, topic, AUTO_CREATE_TOPIC,
+                            broker.config.default_topic_queue_nums)
+        host, port = peer_address(context)
+        got = memo[key] = (
+            Inbound(topic, accepted_types(tc), broker.store_config.max_message_size,
+                    broker.config.timer_max_delay_sec * 1000, host_bytes(host), port, now_ms()),
+            max(1, tc.writeQueueNums))
+    return got
 
 
 def _check(ctx: FrontContext, group: SendGroup, request: spb.SendMessageRequest,
-           context: ServicerContext) -> _Checked | spb.SendMessageResponse:
-    """The request's messages converted (and diverted) for the store, or its refusal."""
+           context: ServicerContext, memo: Memo) -> _Checked | spb.SendMessageResponse:
+    """The request's messages converted (and diverted) for the store, or its refusal. ``memo``
+    keeps the topic's checks for the other requests of a batch."""
     msgs = request.messages
     n = len(msgs)
     try:
@@ -238,52 +264,79 @@ def _check(ctx: FrontContext, group: SendGroup, request: spb.SendMessageRequest,
             raise FrontError(Code.BAD_REQUEST, f"{n} messages in one request, more than "
                              f"{MAX_MESSAGES}")
         broker = ctx.broker
-        topic = group.topic_name(msgs[0].topic.name)
-        tc = topic_for_send(broker, topic, AUTO_CREATE_TOPIC, broker.config.default_topic_queue_nums)
-        host, port = peer_address(context)
-        into = Inbound(topic, accepted_types(tc), broker.store_config.max_message_size,
-                       broker.config.timer_max_delay_sec * 1000, host_bytes(host), port, now_ms())
-        wq = max(1, tc.writeQueueNums)
-        shared_qid = random.randrange(wq)
+        into, wq = _inbound(ctx, group, msgs[0].topic.name, context, memo)
+        shared_qid = random.randrange(wq) if wq > 1 else 0
         diverters = bool(broker.diverters)
         stored = []
         txn = []
+        plain = True
         for m in msgs:
             sp = m.system_properties
             qid = (consistent_hash(java_string_hash(sp.message_group), wq)
                    if sp.HasField("message_group") else shared_qid)
             msg, kind = convert(m, into, qid)
             if diverters and (msg.sys_flag & SYSFLAG_TRANSACTION_MASK or may_divert(msg.properties)):
+                plain = False
                 try:
                     msg = broker.divert(msg)
                 except MessageIllegalError as e:
                     code = Code.ILLEGAL_DELIVERY_TIME if kind == DELAY else Code.BAD_REQUEST
                     raise FrontError(code, str(e)) from None
             stored.append(msg)
+            if kind == TRANSACTION:
+                plain = False
             txn.append(kind == TRANSACTION)
     except Exception as e:  # noqa: BLE001 - refused whole, with its status
         return _refused(n, error_status(e))
-    return _Checked(request, stored, txn)
+    return _Checked(request, stored, txn, plain)
+
+
+def _entries(ctx: FrontContext, checked: _Checked, results: list[AppendResult]
+             ) -> list[tuple[str, str, int, str]]:
+    """(message id, transaction id, queue offset, recall handle) of each message stored."""
+    broker = ctx.broker
+    broker_name = broker.config.broker_name
+    out = []
+    for m, s, r, t in zip(checked.request.messages, checked.stored, results, checked.txn,
+                          strict=True):
+        tid = broker.store.message_id(r.commit_log_offset) if t else ""
+        recall = handle_for(s, broker_name) if not t and s.topic == TIMER_TOPIC else ""
+        out.append((m.system_properties.message_id, tid, r.queue_offset, recall))
+    return out
 
 
 def _answer(ctx: FrontContext, checked: _Checked, results: list[AppendResult], st: pb.Status
             ) -> spb.SendMessageResponse:
-    broker = ctx.broker
     response = spb.SendMessageResponse()  # filled in place: a constructor's copies cost twice
     response.status.CopyFrom(st)
     entries = response.entries
-    broker_name = broker.config.broker_name
-    for m, s, r, t in zip(checked.request.messages, checked.stored, results, checked.txn,
-                          strict=True):
+    for mid, tid, offset, recall in _entries(ctx, checked, results):
         entry = entries.add()
         entry.status.CopyFrom(st)
-        entry.message_id = m.system_properties.message_id
-        entry.offset = r.queue_offset
-        if t:
-            entry.transaction_id = broker.store.message_id(r.commit_log_offset)
-        elif s.topic == TIMER_TOPIC:
-            entry.recall_handle = handle_for(s, broker_name)
+        entry.message_id = mid
+        entry.offset = offset
+        if tid:
+            entry.transaction_id = tid
+        if recall:
+            entry.recall_handle = recall
     return response
+
+
+_OK_STATUS = answer.status(ok().code, ok().message)
+_OK_FIELD = answer.status_field(_OK_STATUS)
+
+
+def _answer_ok(ctx: FrontContext, checked: _Checked, results: list[AppendResult]
+               ) -> answer.Encoded:
+    """``_answer`` with an OK status, as bytes (``send_answer``: no protobuf objects)."""
+    if checked.plain:
+        return answer.Encoded(answer.plain_ok(
+            _OK_STATUS, _OK_FIELD, [m.system_properties.message_id for m in checked.request.messages],
+            [r.queue_offset for r in results]))
+    ok_field = _OK_FIELD
+    return answer.Encoded(answer.response(_OK_STATUS, [
+        answer.entry(ok_field, mid, tid, offset, recall)
+        for mid, tid, offset, recall in _entries(ctx, checked, results)]))
 
 
 def _durable(flushed: Future[None] | None) -> bool:
@@ -301,7 +354,7 @@ async def send_message(
 ) -> spb.SendMessageResponse:
     """One call (grpc.aio's path): its messages join the loop iteration's ``SendGroup``."""
     group = send_group(ctx)
-    checked = _check(ctx, group, request, context)
+    checked = _check(ctx, group, request, context, {})
     if not isinstance(checked, _Checked):
         return checked
     try:
@@ -315,15 +368,16 @@ async def send_message(
 
 def send_messages(
     ctx: FrontContext, calls: list[tuple[spb.SendMessageRequest, ServicerContext]],
-) -> list[spb.SendMessageResponse | Awaitable[spb.SendMessageResponse]]:
+) -> list[spb.SendMessageResponse | answer.Encoded | Awaitable[spb.SendMessageResponse]]:
     """The calls of one read (the native server's batch): checked one by one, the messages of
     those that pass stored with one append, each call answered now, or once the group commit
     is done (SYNC_FLUSH)."""
     group = send_group(ctx)
-    checked = [_check(ctx, group, request, context) for request, context in calls]
+    memo: Memo = {}
+    checked = [_check(ctx, group, request, context, memo) for request, context in calls]
     passed = [c for c in checked if isinstance(c, _Checked)]
     outcomes = iter(group.store([c.stored for c in passed]) if passed else ())
-    out: list[spb.SendMessageResponse | Awaitable[spb.SendMessageResponse]] = []
+    out: list[spb.SendMessageResponse | answer.Encoded | Awaitable[spb.SendMessageResponse]] = []
     for c in checked:
         if not isinstance(c, _Checked):
             out.append(c)
@@ -333,6 +387,6 @@ def send_messages(
             out.append(_refused(len(c.request.messages), error_status(outcome)))
             continue
         results, flushed = outcome
-        out.append(_answer(ctx, c, results, ok()) if flushed is None or _durable(flushed)
+        out.append(_answer_ok(ctx, c, results) if flushed is None or _durable(flushed)
                    else _answer_flushed(ctx, c, results, flushed))
     return out

@@ -11,6 +11,7 @@ The response header blocks are constant bytes (RFC 7541, no dynamic table: an in
 from __future__ import annotations
 
 import asyncio
+import struct
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
@@ -49,6 +50,12 @@ CONTENT_TYPE: Final = b"\x0f\x10" + _hpack_int(16, 7) + b"application/grpc"  # s
 RESPONSE_HEADERS: Final = STATUS_200 + CONTENT_TYPE
 _HEADERS_FRAME: Final = f.frame(f.HEADERS, f.END_HEADERS, 0, RESPONSE_HEADERS)
 OK_TRAILERS: Final = _literal(b"grpc-status", b"0")
+# A unary answer around its message: the HEADERS frame, the DATA frame's header and the gRPC
+# message prefix (``_REPLY_HEAD``), then the OK trailers' HEADERS frame (``_REPLY_TAIL``).
+_REPLY_HEAD: Final = struct.Struct(f">IBI{len(RESPONSE_HEADERS)}sIBIBI")
+_HEADERS_TYPE: Final = len(RESPONSE_HEADERS) << 8 | f.HEADERS
+_REPLY_TAIL: Final = struct.Struct(f">IBI{len(OK_TRAILERS)}s")
+_TRAILERS_TYPE: Final = len(OK_TRAILERS) << 8 | f.HEADERS
 
 
 def trailers(code: int, message: str = "") -> bytes:
@@ -201,8 +208,7 @@ class Stream:
         """A unary answer: headers, the message and OK trailers, in one write when they fit."""
         if self.local_closed:
             return
-        data = f.message(payload)
-        n = len(data)
+        n = len(payload) + f.MESSAGE_PREFIX_SIZE
         conn = self.conn
         if (not self._headers_sent and not self._pending and n <= self.send_window
                 and n <= conn.send_window and n <= conn.peer_max_frame):
@@ -211,10 +217,10 @@ class Stream:
             self._headers_sent = True
             sid = self.sid
             conn.write(b"".join((
-                f.frame_header(len(RESPONSE_HEADERS), f.HEADERS, f.END_HEADERS, sid),
-                RESPONSE_HEADERS, f.frame_header(n, f.DATA, 0, sid), data,
-                f.frame_header(len(OK_TRAILERS), f.HEADERS, f.END_HEADERS | f.END_STREAM, sid),
-                OK_TRAILERS)))
+                _REPLY_HEAD.pack(_HEADERS_TYPE, f.END_HEADERS, sid, RESPONSE_HEADERS,
+                                 n << 8 | f.DATA, 0, sid, 0, len(payload)),
+                payload,
+                _REPLY_TAIL.pack(_TRAILERS_TYPE, f.END_HEADERS | f.END_STREAM, sid, OK_TRAILERS))))
             self._closed_locally()
             return
         self.send(payload)

@@ -227,6 +227,7 @@ class _Checked:
     stored: list[MessageToStore]
     txn: list[bool]
     plain: bool
+    ids: list[str]  # the messages' ids
 
 
 Memo = dict[tuple[str, str], tuple[Inbound, int]]  # (topic, peer) -> (Inbound, write queues)
@@ -265,13 +266,15 @@ def _check(ctx: FrontContext, group: SendGroup, request: spb.SendMessageRequest,
                              f"{MAX_MESSAGES}")
         broker = ctx.broker
         into, wq = _inbound(ctx, group, msgs[0].topic.name, context, memo)
-        shared_qid = random.randrange(wq) if wq > 1 else 0
+        shared_qid = int(random.random() * wq)
         diverters = bool(broker.diverters)
         stored = []
         txn = []
+        ids = []
         plain = True
         for m in msgs:
             sp = m.system_properties
+            ids.append(sp.message_id)
             qid = (consistent_hash(java_string_hash(sp.message_group), wq)
                    if sp.HasField("message_group") else shared_qid)
             msg, kind = convert(m, into, qid)
@@ -288,7 +291,7 @@ def _check(ctx: FrontContext, group: SendGroup, request: spb.SendMessageRequest,
             txn.append(kind == TRANSACTION)
     except Exception as e:  # noqa: BLE001 - refused whole, with its status
         return _refused(n, error_status(e))
-    return _Checked(request, stored, txn, plain)
+    return _Checked(request, stored, txn, plain, ids)
 
 
 def _entries(ctx: FrontContext, checked: _Checked, results: list[AppendResult]
@@ -297,11 +300,10 @@ def _entries(ctx: FrontContext, checked: _Checked, results: list[AppendResult]
     broker = ctx.broker
     broker_name = broker.config.broker_name
     out = []
-    for m, s, r, t in zip(checked.request.messages, checked.stored, results, checked.txn,
-                          strict=True):
+    for mid, s, r, t in zip(checked.ids, checked.stored, results, checked.txn, strict=True):
         tid = broker.store.message_id(r.commit_log_offset) if t else ""
         recall = handle_for(s, broker_name) if not t and s.topic == TIMER_TOPIC else ""
-        out.append((m.system_properties.message_id, tid, r.queue_offset, recall))
+        out.append((mid, tid, r.queue_offset, recall))
     return out
 
 
@@ -330,9 +332,8 @@ def _answer_ok(ctx: FrontContext, checked: _Checked, results: list[AppendResult]
                ) -> answer.Encoded:
     """``_answer`` with an OK status, as bytes (``send_answer``: no protobuf objects)."""
     if checked.plain:
-        return answer.Encoded(answer.plain_ok(
-            _OK_STATUS, _OK_FIELD, [m.system_properties.message_id for m in checked.request.messages],
-            [r.queue_offset for r in results]))
+        return answer.Encoded(answer.plain_ok(_OK_FIELD, checked.ids,
+                                              [r.queue_offset for r in results]))
     ok_field = _OK_FIELD
     return answer.Encoded(answer.response(_OK_STATUS, [
         answer.entry(ok_field, mid, tid, offset, recall)

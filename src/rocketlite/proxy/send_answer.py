@@ -41,6 +41,8 @@ def varint(value: int) -> bytes:
         return _SMALL[value]
     if 0 < value < 0x4000:
         return bytes((value & 0x7F | 0x80, value >> 7))
+    if 0 < value < 0x200000:
+        return bytes((value & 0x7F | 0x80, value >> 7 & 0x7F | 0x80, value >> 14))
     value &= _MASK64
     out = bytearray()
     while value >= 0x80:
@@ -91,18 +93,17 @@ def response(status_bytes: bytes, entries: Sequence[bytes]) -> bytes:
     return status_field(status_bytes) + b"".join([_field(0x12, e) for e in entries])
 
 
-def plain_ok(status_bytes: bytes, ok_field: bytes, message_ids: Sequence[str],
-             offsets: Sequence[int]) -> bytes:
-    """``response(status_bytes, [entry(ok_field, id, "", offset, "") ...])``, inline: the
-    answer of a send whose messages are neither transactions nor timed."""
-    parts = [status_field(status_bytes)]
+def plain_ok(ok_field: bytes, message_ids: Sequence[str], offsets: Sequence[int]) -> bytes:
+    """``response(status, [entry(ok_field, id, "", offset, "") ...])`` where ``ok_field`` is
+    ``status_field(status)``, inline: the answer of a send whose messages are neither
+    transactions nor timed."""
+    parts = [ok_field]
     small = _SMALL
     for mid, offset in zip(message_ids, offsets, strict=True):
-        body = ok_field
-        if mid:
-            raw = mid.encode()
-            n = len(raw)
-            body += (b"\x12" + small[n] if n < 0x80 else b"\x12" + varint(n)) + raw
+        raw = mid.encode()
+        n = len(raw)
+        body = b"".join((ok_field, b"\x12" if n else b"", small[n] if n < 0x80 else varint(n),
+                         raw)) if n else ok_field
         if offset:
             body += b"\x20" + varint(offset)
         n = len(body)

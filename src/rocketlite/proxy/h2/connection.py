@@ -201,8 +201,12 @@ class H2Connection(asyncio.Protocol):
             frames, used, oversize = f.split_frames(data, self.limits.max_frame)
             if used < len(data):
                 buf += data[used:] if not oversize else b""
-        for frame in frames:
-            self._frame(*frame)
+        streams = self.streams
+        for ftype, flags, sid, payload in frames:
+            if (ftype == f.WINDOW_UPDATE and sid and sid not in streams and len(payload) == 4
+                    and self._continuing is None):
+                continue  # an ended stream's window (the clients grant it after the answer)
+            self._frame(ftype, flags, sid, payload)
             if self.transport is None:
                 return
         if oversize:
@@ -387,7 +391,8 @@ class H2Connection(asyncio.Protocol):
             self.send_window += inc
             if self.send_window > f.MAX_WINDOW:
                 raise ConnectionError_(f.FLOW_CONTROL_ERROR, "the connection window over 2^31-1")
-            self.unblock()
+            if self.blocked:
+                self.unblock()
             return
         stream = self.streams.get(sid)
         if stream is None:

@@ -8,6 +8,7 @@ what the clients received and by the broker's store after it stopped.
 from __future__ import annotations
 
 import asyncio
+import signal
 
 import pytest
 from grpc_checks import (
@@ -16,9 +17,11 @@ from grpc_checks import (
     assert_redelivered,
     assert_remoting_received,
     assert_stored_as_sent,
+    deliveries_by_key,
     first_deliveries,
     remoting_consume,
     remoting_produce,
+    stored_keys,
 )
 from harness import FINISH_S, Conformance, assert_same_messages, pairs, received_of, sent_of
 
@@ -27,6 +30,7 @@ pytestmark = pytest.mark.conformance
 READY_S = 20
 DELAY_LATE_MS = 2000  # a due time in ms waits for the timer's next 1 s tick, plus a wake-up
 MIN_INVISIBLE_S = 10  # the front's minInvisibleTimeMillsForRecv (Apache's proxy default)
+REDELIVERY_S = 15  # a PushConsumer's failed message comes back (or is forwarded) within this
 
 
 def test_node_producer_send_reaches_store_and_both_consumers(cx: Conformance) -> None:
@@ -162,3 +166,88 @@ def test_node_python_and_remoting_clients_mix_on_one_topic(cx: Conformance) -> N
     assert_remoting_received(remote, sent, "Remoting consumer of all three")
     state = cx.stop_broker()
     assert_stored_as_sent(state, topic, sent, "store")
+
+
+
+def _redelivered(n: int):  # type: ignore[no-untyped-def]
+    """A wait_for predicate: n deliveries the listener returned SUCCESS for."""
+    return lambda events: sum(1 for e in events
+                              if e["event"] == "received" and not e["fail"]) >= n
+
+
+def test_node_push_consumer_listener_fails_once_then_succeeds(cx: Conformance) -> None:
+    """Node PushConsumer whose listener returns FAILURE on each message's first delivery: each
+    message is delivered again with deliveryAttempt 2 and then succeeds; nothing arrives a third
+    time, and the group's offsets reach the end of every queue.
+
+    The 1.0.8 client reads only an exponential backoff policy from Settings; the server's
+    customized one (the group default, as Apache's proxy sends it) leaves it with none, so it
+    answers a FAILURE with ChangeInvisibleDuration(0 ms): visible again at once. Apache's proxy
+    and broker accept 0 ms (``GrpcValidator.validateInvisibleTime``: minimum 0)."""
+    n = 4
+    topic, group = cx.name("N5_PUSH"), cx.name("GP")
+    cx.create_topic(topic)
+    c = cx.node5("push_consume", topic, group, "--expect", str(n), "--fail-times", "1",
+                 "--linger-ms", "1000")
+    c.wait_event("ready", READY_S)
+    p = cx.node5("produce", topic, cx.name("P"), "--n", str(n))
+    sent = sent_of(p.finish(FINISH_S))
+    c.wait_for(_redelivered(n), REDELIVERY_S,
+               f"second delivery of all {n} messages after the listener's FAILURE (the client "
+               "changes each one's invisible time to 0 ms; an error answer to that is retried "
+               "every second and never logged)")
+    events = c.finish(FINISH_S)
+    got = received_of(events)
+    by_key = deliveries_by_key(got)
+    assert sorted(by_key) == sorted(e["key"] for e in sent), c.describe()
+    for key, ds in by_key.items():
+        assert [d["fail"] for d in ds] == [True, False], (key, ds)
+        assert [d["deliveryAttempt"] for d in ds] == [1, 2], (key, ds)
+        assert len({d["msgId"] for d in ds}) == 1, (key, ds)
+    assert_received_as_sent(sent, got, topic, "Node push consumer")
+    assert c.of("done")[0]["close"] == "closed", c.describe()
+    state = cx.stop_broker()
+    assert state.offsets_of(topic, group) == state.max_offsets_of(topic), state.describe(topic)
+
+
+@pytest.mark.orderly_groups("GFP", "GFD")
+def test_node_fifo_push_consumer_order_and_failure_to_dlq(cx: Conformance) -> None:
+    """FIFO PushConsumer (FIFO topic, 3 message groups, orderly consumer groups): a listener
+    that always succeeds sees each group's messages in send order, each once (deliveryAttempt 1),
+    and the group's offsets reach the end of every queue.
+
+    A listener that fails each message's first delivery: the 1.0.8 client, left without a retry
+    policy by the server's customized backoff (see the test above), takes max attempts as 1, so
+    it does not re-run the listener but forwards each message to ``%DLQ%<group>`` at once
+    (ForwardMessageToDeadLetterQueue): each arrives once, in group order, and the DLQ holds them
+    all, whole."""
+    n = 9
+    topic, g_ok, g_dlq = cx.name("N5_FIFO_PUSH"), cx.name("GFP"), cx.name("GFD")
+    cx.create_topic(topic, message_type="FIFO")
+    ok = cx.node5("push_consume", topic, g_ok, "--expect", str(n), "--linger-ms", "500")
+    failing = cx.node5("push_consume", topic, g_dlq, "--expect", "0", "--fail-times", "1",
+                       "--linger-ms", "60000")
+    for proc in (ok, failing):
+        proc.wait_event("ready", READY_S)
+    p = cx.node5("produce", topic, cx.name("P"), "--n", str(n), "--mode", "fifo", "--groups", "3")
+    sent = sent_of(p.finish(FINISH_S))
+    assert len(sent) == n, p.describe()
+    failing.wait_for(lambda events: sum(1 for e in events if e["event"] == "received") >= n,
+                     REDELIVERY_S, f"first delivery of all {n} messages to the failing listener")
+    failing.proc.send_signal(signal.SIGTERM)  # both shut down (20 s: the long polls) at once
+
+    got = received_of(ok.finish(FINISH_S))
+    assert_same_messages(pairs(sent, "sent"), pairs(got, "received"), "Node FIFO PushConsumer")
+    assert_received_as_sent(sent, got, topic, "Node FIFO PushConsumer")
+    assert_fifo_order(got, "Node FIFO PushConsumer")
+    assert {e["deliveryAttempt"] for e in got} == {1}, ok.describe()
+
+    got = received_of(failing.stop(FINISH_S))  # its shutdown waits for the forwards to settle
+    assert_same_messages(pairs(sent, "sent"), pairs(got, "received"), "failing FIFO listener")
+    assert_fifo_order(got, "failing FIFO listener")
+    assert all(e["fail"] and e["deliveryAttempt"] == 1 for e in got), failing.describe()
+    dlq = f"%DLQ%{g_dlq}"
+    state = cx.stop_broker()
+    assert state.offsets_of(topic, g_ok) == state.max_offsets_of(topic), state.describe(topic)
+    assert {stored_keys(m)[0]: m.body for m in state.messages_of(dlq)} == {
+        e["key"]: e["body"] for e in sent}, state.describe(dlq)

@@ -332,7 +332,7 @@ async def change_invisible_duration(
     try:
         _names(ctx, group, topic)
         ms = checks.check_invisible(request.invisible_duration.ToMilliseconds(), ctx.limits,
-                                    minimum=1)
+                                    minimum=0)  # GrpcValidator.validateInvisibleTime's minimum
         [current] = _current_handles(ctx, context, group,
                                      [(request.message_id, request.receipt_handle)])
         handle = ctx.broker.pop.change_invisible(group, topic, current,

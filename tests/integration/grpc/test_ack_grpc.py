@@ -109,6 +109,19 @@ async def test_a_changed_invisible_time_gives_a_new_handle_that_acks_and_outlive
     assert await g.broker.pop.revive.round() == 0  # acked: nothing comes back
 
 
+async def test_a_change_to_zero_makes_the_message_visible_again_at_once(
+        gp: tuple[GrpcEnv, Clock]) -> None:
+    """What a 5.x client without a retry policy asks after a failed consume (the Node client
+    1.0.8 does): the Java proxy's minimum is 0, and the message is redelivered as attempt 2."""
+    g, _ = gp
+    [m] = await handles(g, 1)
+    r = await change(g, m.system_properties.receipt_handle, 0)
+    assert r.status.code == C.OK and r.receipt_handle
+    assert await g.broker.pop.revive.round() == 1
+    _st, [again] = await receive(g, receive_req("T"))
+    assert again.body == m.body and again.system_properties.delivery_attempt == 2
+
+
 async def test_a_change_of_a_bad_handle_or_to_a_bad_time_is_refused(
         gp: tuple[GrpcEnv, Clock]) -> None:
     g, _ = gp
@@ -116,7 +129,7 @@ async def test_a_change_of_a_bad_handle_or_to_a_bad_time_is_refused(
     h = m.system_properties.receipt_handle
     r = await change(g, "garbage", 5_000)
     assert r.status.code == C.INVALID_RECEIPT_HANDLE and not r.receipt_handle
-    assert (await change(g, h, 0)).status.code == C.ILLEGAL_INVISIBLE_TIME
+    assert (await change(g, h, -1)).status.code == C.ILLEGAL_INVISIBLE_TIME
     assert (await change(g, h, 3600_001)).status.code == C.ILLEGAL_INVISIBLE_TIME
     assert (await change(g, h, 5_000, topic="Nope")).status.code == C.TOPIC_NOT_FOUND
 

@@ -28,11 +28,13 @@ if TYPE_CHECKING:
 
 
 
-def check_invisible(invisible_ms: int) -> int:
-    """An invisible time of a pop or a change, within 1..``MAX_INVISIBLE_MS``."""
-    if not 0 < invisible_ms <= MAX_INVISIBLE_MS:
+def check_invisible(invisible_ms: int, minimum: int = 1) -> int:
+    """An invisible time of a pop (1..``MAX_INVISIBLE_MS``) or a change (from 0: visible again
+    at once, what a 5.x client without a retry policy asks after a failed consume; the Java
+    proxy's minimum for ChangeInvisibleDuration is 0 too)."""
+    if not minimum <= invisible_ms <= MAX_INVISIBLE_MS:
         raise BadPopRequest(f"invisibleTime {invisible_ms} ms: must be within "
-                            f"1..{MAX_INVISIBLE_MS}")
+                            f"{minimum}..{MAX_INVISIBLE_MS}")
     return invisible_ms
 
 
@@ -125,7 +127,7 @@ def change_invisible(svc: PopService, group: str, topic: str, receipt_handle: st
                      invisible_ms: int) -> str:
     """Hide the message ``invisible_ms`` from now; returns its new handle. The old handle is
     acked (RocketMQ writes the new CK first, then the ack)."""
-    check_invisible(invisible_ms)
+    check_invisible(invisible_ms, minimum=0)
     h, offset, real = check_handle(svc, group, topic, receipt_handle, None)
     now = svc.clock()
     if h.is_order:

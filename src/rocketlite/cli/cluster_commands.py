@@ -241,23 +241,28 @@ async def create_topics(cluster: ClusterPlan, topics: list[str], queues: int,
 # ------------------------------------------------------------------------------ output
 
 
-def _ports_text(rec: NodeRecord) -> str:
-    return " ".join(f"{k} {v}" for k, v in rec.ports.items())
+def _rel(path: str, dir: Path) -> str:  # noqa: A002
+    """``path`` relative to the cluster directory when it is inside it (shorter tables)."""
+    try:
+        return str(Path(path).relative_to(dir.resolve()))
+    except ValueError:
+        return path
 
 
-def _table(state: ClusterState, title: str, alive: dict[str, bool] | None = None) -> Table:
+def _table(state: ClusterState, title: str, dir: Path,  # noqa: A002
+           alive: dict[str, bool] | None = None) -> Table:
     t = Table(title=title)
-    for col in ("node", "role", "pid", "address", "ports"):
-        t.add_column(col)
+    for col in ("node", "role", "pid", "port", "ha", "grpc"):
+        t.add_column(col, justify="right" if col in ("pid", "port", "ha", "grpc") else "left")
     if alive is not None:
         t.add_column("state")
     t.add_column("log")
     for rec in state.nodes:
-        row = [rec.name, rec.role, str(rec.pid) if rec.pid is not None else "-", rec.address,
-               _ports_text(rec)]
+        row = [rec.name, rec.role, str(rec.pid) if rec.pid is not None else "-",
+               *(str(rec.ports[k]) if k in rec.ports else "-" for k in ("remoting", "ha", "grpc"))]
         if alive is not None:
             row.append("[green]running[/]" if alive[rec.name] else "[red]stopped[/]")
-        row.append(rec.log)
+        row.append(_rel(rec.log, dir))
         t.add_row(*row)
     return t
 
@@ -348,7 +353,7 @@ def up(
             raise typer.Exit(1) from e
         raise
     took = time.monotonic() - began
-    console.print(_table(state, f"cluster {cluster.cluster_name} in {cluster.dir}"))
+    console.print(_table(state, f"cluster {cluster.cluster_name} in {cluster.dir}", cluster.dir))
     console.print(f"{len(cluster.nodes)} processes ready in {took:.1f} s; namesrvAddr "
                   f"{cluster.namesrv_addr}" + (f"; topics {', '.join(topic)}" if topic else ""))
 
@@ -380,7 +385,7 @@ def status(
                           "log": r.log} for r in state.nodes]}
         print(json.dumps(out, indent=2))
         return
-    console.print(_table(state, f"cluster in {dir}", alive))
+    console.print(_table(state, f"cluster in {dir}", dir, alive))
     console.print(f"{sum(alive.values())} of {len(alive)} running; namesrvAddr "
                   f"{state.namesrv_addr}")
 

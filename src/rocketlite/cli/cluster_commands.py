@@ -19,6 +19,7 @@ same directory again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -86,10 +87,8 @@ def is_running(rec: NodeRecord) -> bool:
 def _reap(pid: int) -> None:
     """Collect ``pid``'s exit status if it is a child of this process (else it stays a zombie
     until this process exits); a PID that is not our child is not touched."""
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 def _child_env() -> dict[str, str]:
@@ -201,7 +200,7 @@ async def _call(client: RemotingClient, addr: str, cmd: RemotingCommand) -> Remo
 
 
 async def create_topics(cluster: ClusterPlan, topics: list[str], queues: int,
-                        timeout: float) -> None:
+                        route_wait_s: float) -> None:
     """Create each topic on every master, then wait until a NameServer routes it to every
     group (the brokers register after each topic change)."""
     client = RemotingClient()
@@ -217,7 +216,7 @@ async def create_topics(cluster: ClusterPlan, topics: list[str], queues: int,
                     raise ClusterError(f"{m.name} refused topic {topic}: {reply.remark}")
         groups = {m.broker_name for m in cluster.masters}
         ns = cluster.namesrvs[0].address
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + route_wait_s
         for topic in topics:
             while True:
                 reply = await _call(client, ns, RemotingCommand.request(
@@ -232,7 +231,7 @@ async def create_topics(cluster: ClusterPlan, topics: list[str], queues: int,
                 if time.monotonic() > deadline:
                     raise ClusterError(f"the NameServer at {ns} routes {topic} to "
                                        f"{sorted(str(g) for g in routed)}, not to every group "
-                                       f"{sorted(str(g) for g in groups)} within {timeout:g} s")
+                                       f"{sorted(str(g) for g in groups)} within {route_wait_s:g} s")
                 await asyncio.sleep(0.1)
     finally:
         await client.close()

@@ -142,3 +142,13 @@ def test_parse_proc_stat() -> None:
     with open("/proc/self/stat") as f:
         state, start = parse_proc_stat(f.read())
     assert state == "R" and start > 0
+
+
+def test_default_ports_are_the_documented_ones(tmp_path: Path) -> None:
+    """examples/cluster/README.md's table."""
+    p = plan(tmp_path)
+    assert [(n.name, n.port, n.ha_port, n.grpc_port) for n in p.nodes] == [
+        ("namesrv-0", 9876, None, None), ("broker-a-0", 9877, 9878, 9879),
+        ("broker-a-1", 9880, 9881, 9882), ("broker-b-0", 9883, 9884, 9885),
+        ("broker-b-1", 9886, 9887, 9888)]
+    assert [n.role for n in p.brokers] == ["ASYNC_MASTER", "SLAVE"] * 2

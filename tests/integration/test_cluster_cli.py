@@ -1,0 +1,233 @@
+"""``rocketlite cluster up|status|down`` with real processes: a NameServer and two broker groups
+of a master and a slave each on loopback; a topic routed to both groups carries messages; ``down``
+stops exactly the recorded processes, and leaves alone a PID whose start time differs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rocketlite.cli.cluster_commands import proc_start_time
+from rocketlite.cli.cluster_plan import ClusterState, NodeRecord, plan
+from rocketlite.cli.main import app
+from rocketlite.client.lite_pull_consumer import LitePullConsumer
+from rocketlite.client.message import Message
+from rocketlite.client.producer import Producer
+from rocketlite.protocol.bodies import ClusterInfo, ConsumeFromWhere, TopicRouteData
+from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.command import RemotingCommand
+from rocketlite.protocol.headers import GetRouteInfoRequestHeader
+from rocketlite.remoting.client import RemotingClient
+
+pytestmark = pytest.mark.integration
+runner = CliRunner()
+TOPIC = "ClusterT"
+N = 12
+
+
+def free_base(count: int) -> int:
+    """A base port with ``count`` consecutive ports free right now."""
+    for _ in range(200):
+        base = random.randrange(20000, 60000 - count)
+        socks: list[socket.socket] = []
+        try:
+            for p in range(base, base + count):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("0.0.0.0", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise AssertionError(f"no {count} consecutive free ports")
+
+
+def cli(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    """``python -m rocketlite ARGS`` as its own process (``up``'s nodes outlive it)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), COLUMNS="200")
+    return subprocess.run([sys.executable, "-m", "rocketlite", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env, check=False)
+
+
+async def namesrv_view(ns: str, topic: str) -> tuple[ClusterInfo, TopicRouteData]:
+    client = RemotingClient()
+    try:
+        r = await client.invoke(ns, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        info = ClusterInfo.from_json(r.body)
+        r = await client.invoke(ns, RemotingCommand.request(
+            RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic=topic).to_ext()))
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        return info, TopicRouteData.from_json(r.body)
+    finally:
+        await client.close()
+
+
+async def send_and_receive(ns: str) -> tuple[set[str], list[bytes]]:
+    """N messages through the route; the groups they went to and the bodies read back."""
+    sent_to: set[str] = set()
+    async with Producer("ClusterPG", namesrv_addr=ns) as p:
+        for i in range(N):
+            r = await p.send(Message(TOPIC, b"m%d" % i))
+            sent_to.add(r.queue.brokerName)
+    got: list[bytes] = []
+    c = LitePullConsumer("ClusterCG", namesrv_addr=ns,
+                         consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    c.subscribe(TOPIC)
+    await c.start()
+    try:
+        deadline = time.monotonic() + 20
+        while len(got) < N and time.monotonic() < deadline:
+            got += [m.body for m in await c.poll(1.0)]
+    finally:
+        await c.shutdown()
+    return sent_to, got
+
+
+def test_cluster_up_route_messages_down(tmp_path: Path) -> None:
+    d = tmp_path / "c"
+    base = free_base(1 + 4 * 3)
+    began = time.monotonic()
+    r = cli("cluster", "up", "--dir", str(d), "--brokers", "2", "--replicas", "2",
+            "--base-port", str(base), "--topic", TOPIC, "--queues", "2", "--ready-timeout", "30")
+    took = time.monotonic() - began
+    state = ClusterState.read(d)
+    assert state is not None
+    try:
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "5 processes ready" in r.stdout, r.stdout
+        pids = [n.pid for n in state.nodes]
+        assert all(pid is not None and proc_start_time(pid) is not None for pid in pids)
+        assert len(set(pids)) == 5
+        ns = f"127.0.0.1:{base}"
+        assert state.namesrv_addr == ns and state.topics == [TOPIC]
+
+        info, route = asyncio.run(namesrv_view(ns, TOPIC))
+        assert info.clusterAddrTable == {"DefaultCluster": {"broker-a", "broker-b"}}
+        assert {name: sorted(b.brokerAddrs) for name, b in info.brokerAddrTable.items()} == {
+            "broker-a": [0, 1], "broker-b": [0, 1]}
+        assert info.brokerAddrTable["broker-a"].brokerAddrs[1] == f"127.0.0.1:{base + 4}"
+        assert {(q.brokerName, q.writeQueueNums) for q in route.queueDatas} == {
+            ("broker-a", 2), ("broker-b", 2)}
+        for node in ("broker-a-0", "broker-a-1", "broker-b-0", "broker-b-1"):
+            assert (d / node / "store").is_dir() and (d / node / f"{node}.log").is_file()
+        conf = (d / "broker-b-1" / "broker.conf").read_text()
+        assert "brokerRole=SLAVE" in conf and f"haMasterAddress=127.0.0.1:{base + 8}" in conf
+
+        sent_to, got = asyncio.run(send_and_receive(ns))
+        assert sent_to == {"broker-a", "broker-b"}
+        assert sorted(got) == sorted(b"m%d" % i for i in range(N))
+
+        status = runner.invoke(app, ["cluster", "status", "--dir", str(d), "--json"])
+        assert status.exit_code == 0, status.output
+        view = json.loads(status.output)
+        assert [n["running"] for n in view["nodes"]] == [True] * 5
+        assert [n["pid"] for n in view["nodes"]] == pids
+
+        again = cli("cluster", "up", "--dir", str(d), "--base-port", str(base + 100))
+        assert again.returncode == 1 and "running cluster" in again.stdout
+    finally:
+        down = runner.invoke(app, ["cluster", "down", "--dir", str(d), "--timeout", "15"])
+    assert down.exit_code == 0, down.output
+    assert down.output.count("stopped (pid") == 5, down.output
+    for pid in pids:
+        assert proc_start_time(pid) is None, f"pid {pid} still runs"
+    after = ClusterState.read(d)
+    assert after is not None and all(n.pid is None for n in after.nodes)
+    assert (d / "broker-a-0" / "store").is_dir()  # stores and logs stay
+    assert "broker unregistered" in (d / "namesrv-0" / "namesrv-0.log").read_text()
+    again = runner.invoke(app, ["cluster", "down", "--dir", str(d)])
+    assert again.exit_code == 0 and again.output.count("not running") == 5
+    status = runner.invoke(app, ["cluster", "status", "--dir", str(d), "--json"])
+    assert [n["running"] for n in json.loads(status.output)["nodes"]] == [False] * 5
+    print(f"cluster up of 5 processes: {took:.1f} s (command included)")
+
+
+def _record(tmp_path: Path, pid: int, start_time: int) -> Path:
+    p = plan(tmp_path, namesrvs=1, brokers=1, replicas=1, base_port=40000)
+    recs = [NodeRecord.of(p, p.namesrvs[0]), NodeRecord.of(p, p.masters[0], pid, start_time)]
+    ClusterState(p.namesrv_addr, recs).write(tmp_path)
+    return tmp_path
+
+
+def test_down_leaves_a_reused_pid_alone(tmp_path: Path) -> None:
+    other = subprocess.Popen(["sleep", "30"])
+    try:
+        start = proc_start_time(other.pid)
+        assert start is not None
+        d = _record(tmp_path, other.pid, start + 1)  # the PID, but another process's start time
+        r = runner.invoke(app, ["cluster", "down", "--dir", str(d), "--timeout", "2"])
+        assert r.exit_code == 0, r.output
+        assert "another process now" in r.output
+        time.sleep(0.2)
+        assert other.poll() is None and proc_start_time(other.pid) == start
+        st = runner.invoke(app, ["cluster", "status", "--dir", str(d), "--json"])
+        assert [n["running"] for n in json.loads(st.output)["nodes"]] == [False, False]
+    finally:
+        other.kill()
+        other.wait(10)
+
+
+def test_down_kills_after_the_timeout(tmp_path: Path) -> None:
+    """A recorded process that ignores SIGTERM gets SIGKILL after --timeout."""
+    stubborn = subprocess.Popen([sys.executable, "-c",
+                                 "import signal, time\n"
+                                 "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                                 "print('ready', flush=True)\ntime.sleep(30)\n"],
+                                stdout=subprocess.PIPE, text=True)
+    try:
+        assert stubborn.stdout is not None and stubborn.stdout.readline() == "ready\n"
+        start = proc_start_time(stubborn.pid)
+        assert start is not None
+        d = _record(tmp_path, stubborn.pid, start)
+        r = runner.invoke(app, ["cluster", "down", "--dir", str(d), "--timeout", "0.5"])
+        assert r.exit_code == 0, r.output
+        assert "killed after 0.5 s" in r.output
+        assert proc_start_time(stubborn.pid) is None  # down reaped it: it is our child
+    finally:
+        if stubborn.poll() is None:
+            stubborn.kill()
+        stubborn.wait(10)
+        if stubborn.stdout is not None:
+            stubborn.stdout.close()
+
+
+def test_up_failure_stops_what_it_started(tmp_path: Path) -> None:
+    d = tmp_path / "c"
+    r = cli("cluster", "up", "--dir", str(d), "--replicas", "1", "--brokers", "1",
+            "--base-port", str(free_base(4)), "--ready-timeout", "0.01", timeout=30)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "namesrv-0 was not ready within 0.01 s" in r.stdout
+    state = ClusterState.read(d)
+    assert state is not None and all(n.pid is None for n in state.nodes)
+    marker = str(d)
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            assert marker not in cmdline or proc_start_time(int(entry.name)) is None, cmdline
+
+
+def test_controller_is_refused() -> None:
+    r = runner.invoke(app, ["cluster", "up", "--dir", "/nonexistent/x", "--controller", "etcd"])
+    assert r.exit_code == 2
+    assert "not yet: issue 20 controller" in r.output
+
+
+def test_status_without_a_cluster(tmp_path: Path) -> None:
+    r = runner.invoke(app, ["cluster", "status", "--dir", str(tmp_path)])
+    assert r.exit_code == 1 and "no cluster.json" in r.output

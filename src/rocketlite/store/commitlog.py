@@ -360,7 +360,12 @@ class CommitLog:
     def _close_segment(mf: MappedFile) -> None:
         left = mf.file_size - mf.wrote
         mf.append(rec.encode_blank(left))
+        # The rest of the segment is zeros already (segments are created zeroed): readable as
+        # they are, so the whole segment is one readable range (what a slave copies), as after
+        # recovery; with a write buffer ``commit`` moves ``committed`` there.
         mf.wrote = mf.file_size
+        if not mf.write_buffered:
+            mf.committed = mf.file_size
 
     # -- reading -----------------------------------------------------------------------------
 

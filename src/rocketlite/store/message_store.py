@@ -391,7 +391,7 @@ class MessageStore:
             raise StoreClosedError("the store is not running")
         cl = self.commitlog
         end = cl.append_raw(offset, data)
-        self._whole_end, ts = replica.whole_end(cl, self._whole_end)
+        self._whole_end, ts = replica.whole_end(cl, max(self._whole_end, cl.min_offset))
         if ts:
             cl.last_store_timestamp = ts
         self._appended(end)

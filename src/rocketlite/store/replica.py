@@ -65,6 +65,7 @@ def truncate(cl: CommitLog, queues: Iterable[ConsumeQueue], index: IndexService 
                 cl.max_offset, offset)
     with cl.lock:
         cl.files.truncate_dirty(offset)
+        cl.files.drop_ahead()
         cl.dispatch_hints.clear()
     redispatch = offset
     for cq in queues:

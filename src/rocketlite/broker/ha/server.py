@@ -97,7 +97,14 @@ class HAServer:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._server = await asyncio.start_server(self._serve, self.host, self.port)
+        try:
+            self._server = await asyncio.start_server(self._serve, self.host, self.port)
+        except OSError as e:
+            # haListenPort defaults to listenPort + 1, which another server may hold on a
+            # broker that has no slaves (``rocketlite start``): the broker serves on.
+            log.error("HA server cannot listen on %s:%d (%s): slaves cannot replicate from "
+                      "this broker; set haListenPort", self.host, self.port, e)
+            return
         self.port = self._server.sockets[0].getsockname()[1]
         self.store.on_append = self._appended
         log.info("HA server listening on %s:%d for slaves", self.host, self.port)

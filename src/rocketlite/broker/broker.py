@@ -4,7 +4,12 @@ periodic work: registering with every NameServer (every ``registerNameServerPeri
 once after a topic change), persisting consumer offsets, expiring silent clients and stale locks.
 
 Start: open the store (recovering it if needed) in a worker thread, load the config files, listen,
-register. Stop: unregister, answer held pulls, stop listening, persist the config files, shut the
+register. A master (``brokerRole`` ASYNC_MASTER or SYNC_MASTER) also serves its CommitLog to slaves
+(``ha.server.HAServer`` on ``haListenPort``); a SLAVE replicates its master's (``ha.client.HAClient``
+to ``haMasterAddress``), refuses sends (its store raises ``SlaveModeError``: SERVICE_NOT_AVAILABLE),
+serves pulls, and runs neither the timer wheel, the delay levels, POP revive nor transaction
+checks (their writes are the master's; their records reach the slave by replication).
+Stop: unregister, answer held pulls, stop listening, persist the config files, shut the
 store down (flush, checkpoint, remove ``abort``).
 """
 
@@ -21,7 +26,9 @@ from dataclasses import dataclass, field
 from rocketlite.broker.admin import AdminProcessor
 from rocketlite.broker.client_processor import ClientProcessor
 from rocketlite.broker.clients import ConsumerManager, ProducerManager
-from rocketlite.broker.config import PERM_READ, PERM_WRITE, BrokerConfig
+from rocketlite.broker.config import PERM_READ, PERM_WRITE, BrokerConfig, check_role
+from rocketlite.broker.ha.client import HAClient
+from rocketlite.broker.ha.server import HAServer
 from rocketlite.broker.locks import RebalanceLockManager
 from rocketlite.broker.long_polling import PullRequestHoldService
 from rocketlite.broker.offsets import ConsumerOffsetManager
@@ -84,9 +91,16 @@ class BrokerStats:
 
 class Broker:
     def __init__(self, config: BrokerConfig, store_config: StoreConfig) -> None:
+        check_role(config, store_config)
         self.config = config
         self.store_config = store_config
         self.store = MessageStore(store_config)
+        self.slave = store_config.is_slave
+        self.ha_server: HAServer | None = (
+            None if self.slave else HAServer(self.store, store_config))
+        self.ha_client: HAClient | None = (
+            HAClient(self.store, store_config, store_config.ha_master_address)
+            if self.slave else None)
         self.server = RemotingServer(
             "0.0.0.0", store_config.listen_port, name="broker", limits=config.remoting_limits(),
         )
@@ -156,11 +170,18 @@ class Broker:
         self.hold.start(loop)
         self.store.dispatcher.listeners.append(self.hold.on_dispatched)
         try:
-            await asyncio.to_thread(self.timer.start)
-            await asyncio.to_thread(self.schedule.start)
+            if not self.slave:  # a slave's timer and delay records are its master's to deliver
+                await asyncio.to_thread(self.timer.start)
+                await asyncio.to_thread(self.schedule.start)
             self.topics.persist_or_log()  # a full disk must not keep the broker from starting
             await self.server.start()
+            if self.ha_server is not None:
+                await self.ha_server.start()
+            if self.ha_client is not None:
+                await self.ha_client.start()
         except BaseException:
+            await self._close_ha()
+            await self.server.close()
             await asyncio.to_thread(self.schedule.shutdown)
             await asyncio.to_thread(self.timer.shutdown)
             await asyncio.to_thread(self.store.shutdown)
@@ -207,6 +228,7 @@ class Broker:
         finally:
             failure: BaseException | None = None
             try:
+                await self._close_ha()
                 await self.server.close()
                 await self.client.close()
             finally:
@@ -232,6 +254,18 @@ class Broker:
         log.info("broker %s stopped", self.config.broker_name)
         if failure is not None:
             raise failure
+
+    async def _close_ha(self) -> None:
+        if self.ha_client is not None:
+            await self.ha_client.close()
+        if self.ha_server is not None:
+            await self.ha_server.close()
+
+    @property
+    def ha_address(self) -> str:
+        """``host:port`` of this broker's HA server (registered as haServerAddr)."""
+        port = self.ha_server.port if self.ha_server is not None else self.store_config.ha_port
+        return f"{self.store_config.broker_ip1}:{port}"
 
     def divert(self, msg: MessageToStore) -> MessageToStore:
         """``msg`` as the first diverter that claims it rewrites it, else unchanged. A diverter
@@ -278,7 +312,7 @@ class Broker:
         cfg = self.config
         header = RegisterBrokerRequestHeader(
             brokerName=cfg.broker_name, brokerAddr=self.address, clusterName=cfg.broker_cluster_name,
-            haServerAddr=f"{self.store_config.broker_ip1}:{self.server.port + 1}",
+            haServerAddr=self.ha_address,
             brokerId=cfg.broker_id, compressed=False,
         ).to_ext()
         body = self._register_body().to_json()

@@ -72,6 +72,9 @@ bounds the checkpoints one revive queue keeps in memory (reading stops there unt
 revived or acked); ``popFromRetryProbability`` is the chance a pop reads the retry topic first.
 ``popAckTimeInterval`` (PopAckConstants' ``ackTimeInterval``, a constant in Java) is how long past
 its revive time a checkpoint waits for acks still being written.
+
+``brokerId`` must agree with the store's ``brokerRole`` (``check_role``): 0 for ASYNC_MASTER and
+SYNC_MASTER, more than 0 for a SLAVE, which also needs ``haMasterAddress``.
 """
 
 from __future__ import annotations
@@ -85,7 +88,12 @@ from typing import Any
 
 from rocketlite.common.errors import ConfigError
 from rocketlite.remoting.limits import ConnectionLimits
-from rocketlite.store.config import kwargs_from_properties, read_properties_file, to_properties
+from rocketlite.store.config import (
+    StoreConfig,
+    kwargs_from_properties,
+    read_properties_file,
+    to_properties,
+)
 
 PERM_PRIORITY = 0x8
 PERM_READ = 0x4
@@ -223,3 +231,17 @@ _MAY_BE_ZERO = frozenset({"broker_id", "broker_permission", "server_channel_max_
                           "write_buffer_low_water_mark", "pop_from_retry_probability",
                           "pop_ack_time_interval"})
 _KEYS: dict[str, str] = {f.name: f.metadata["key"] for f in fields(BrokerConfig)}
+
+
+def check_role(config: BrokerConfig, store: StoreConfig) -> None:
+    """Refuse a ``brokerId`` that contradicts ``brokerRole`` (a SLAVE with brokerId 0, a master
+    with brokerId > 0), and a SLAVE without ``haMasterAddress``. Raises ``ConfigError``."""
+    role = store.broker_role
+    if store.is_slave and config.broker_id == 0:
+        raise ConfigError("brokerRole=SLAVE with brokerId=0: a slave needs a brokerId above 0 "
+                          "(0 is the master's)")
+    if not store.is_slave and config.broker_id > 0:
+        raise ConfigError(f"brokerRole={role} with brokerId={config.broker_id}: a master has "
+                          "brokerId=0 (set brokerRole=SLAVE for a slave)")
+    if store.is_slave and not store.ha_master_address:
+        raise ConfigError("brokerRole=SLAVE needs haMasterAddress (the master's host:haListenPort)")

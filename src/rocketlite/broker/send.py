@@ -53,6 +53,7 @@ from rocketlite.common.errors import (
     HeaderError,
     MessageIllegalError,
     NoPermissionError,
+    SlaveModeError,
     StoreClosedError,
 )
 from rocketlite.formats.message_id import encode_message_id
@@ -108,7 +109,10 @@ def may_divert(properties: str) -> bool:
 
 
 def unavailable_remark(e: Exception) -> str:
-    """SERVICE_NOT_AVAILABLE's remark: Java's words for a full disk, with the store's reason."""
+    """SERVICE_NOT_AVAILABLE's remark: Java's words for a full disk, with the store's reason;
+    on a slave, Java's log line ("message store is slave mode, so putMessage is forbidden")."""
+    if isinstance(e, SlaveModeError):
+        return f"message store is slave mode, so putMessage is forbidden: {e}"
     if isinstance(e, DiskFullError):
         return ("service not available now. It may be caused by one of the following reasons: "
                 f"the broker's disk is full [{e}], messages are put to the slave, message store "

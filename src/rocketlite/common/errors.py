@@ -31,6 +31,12 @@ class StoreClosedError(StoreError):
     """The store was shut down."""
 
 
+class SlaveModeError(StoreClosedError):
+    """A write to a slave's store (``brokerRole=SLAVE``): sends go to the master. A
+    ``StoreClosedError``, so every path that answers a store that takes no writes answers it
+    SERVICE_NOT_AVAILABLE too (Java's DefaultMessageStore: "message store is slave mode")."""
+
+
 class DiskFullError(StoreError):
     """Disk use passed the threshold above which the store refuses writes."""
 

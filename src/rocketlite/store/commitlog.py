@@ -360,7 +360,12 @@ class CommitLog:
     def _close_segment(mf: MappedFile) -> None:
         left = mf.file_size - mf.wrote
         mf.append(rec.encode_blank(left))
+        # The rest of the segment is zeros already (segments are created zeroed): readable as
+        # they are, so the whole segment is one readable range (what a slave copies), as after
+        # recovery; with a write buffer ``commit`` moves ``committed`` there.
         mf.wrote = mf.file_size
+        if not mf.write_buffered:
+            mf.committed = mf.file_size
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -373,6 +378,44 @@ class CommitLog:
         if pos + size > mf.committed:
             return None
         return mf.read(pos, size)
+
+    def read_from(self, offset: int, max_size: int) -> bytes | None:
+        """Raw bytes from ``offset``: at most ``max_size``, never past the end of its segment nor
+        past what is readable (committed) there; ``b""`` when nothing is there yet. None when
+        ``offset`` is below the log's first segment (deleted) or not a written offset. What a
+        master sends its slaves (Java's ``getCommitLogData``)."""
+        if offset < self.min_offset or offset > self.committed_offset:
+            return None
+        mf = self.files.find(offset)
+        if mf is None:
+            return b""  # the end of a full segment: the next one is not created yet
+        pos = offset - mf.file_from_offset
+        end = min(mf.committed, pos + max_size)
+        return mf.read(pos, end - pos) if end > pos else b""
+
+    def append_raw(self, offset: int, data: bytes | bytearray | memoryview) -> int:
+        """A slave's append of its master's CommitLog bytes, exactly at ``max_offset`` (an empty
+        log takes them at any segment boundary: the master's log may start later); segments are
+        created at their boundaries with the master's names. Returns the new max offset.
+        ``StoreError`` for any other offset; nothing is written then."""
+        view = memoryview(data)
+        size = self.config.mapped_file_size_commit_log
+        with self.lock:
+            end = self.max_offset
+            empty = not self.files.files
+            if offset != end and not (empty and offset % size == 0):
+                raise StoreError(
+                    f"raw append at CommitLog offset {offset} refused: the log ends at {end}"
+                    + (" and is empty; a first append must start a segment" if empty else "")
+                )
+            done = 0
+            while done < len(view):
+                mf = self.files.next_file(offset if empty else 0)
+                mf.write_buffered = self.write_buffered
+                n = min(len(view) - done, mf.file_size - mf.wrote)
+                mf.append(view[done:done + n])
+                done += n
+            return self.max_offset
 
     def read_record(self, offset: int) -> rec.MessageRecord | None:
         mf = self.files.find(offset)

@@ -30,7 +30,23 @@ brokerIP1                         broker_ip1                             127.0.0
 listenPort                        listen_port                            10911
 messageDelayLevel                 message_delay_level                    1s 5s ... 2h          levels
 flushDelayOffsetInterval          flush_delay_offset_interval            10000                 ms
+brokerRole                        broker_role                            ASYNC_MASTER
+haListenPort                      ha_listen_port                         listenPort + 1        port
+haMasterAddress                   ha_master_address                      (none)                host:port
+haSendHeartbeatInterval           ha_send_heartbeat_interval             5000                  ms
+haHousekeepingInterval            ha_housekeeping_interval               20000                 ms
+haTransferBatchSize               ha_transfer_batch_size                 32768                 bytes
 ================================  =====================================  ====================  =======
+
+The ``ha*`` keys and ``brokerRole`` are 4.x master/slave replication's (``broker/ha``), kept in
+MessageStoreConfig as in Java. ``brokerRole`` is ASYNC_MASTER, SYNC_MASTER or SLAVE; a SLAVE's
+store refuses sends (``SlaveModeError``) and takes CommitLog bytes from its master only.
+``haListenPort`` -1 (the default) means ``listenPort + 1`` (an ephemeral port when ``listenPort``
+is 0); the master listens there for slaves. ``haMasterAddress`` is the master's HA address
+(``host:haListenPort``), for a slave. ``haSendHeartbeatInterval``: the master sends an empty
+frame, and the slave reports its offset, at least this often; ``haHousekeepingInterval``: either
+side closes a connection that was silent this long; ``haTransferBatchSize``: the largest body of
+one transfer frame.
 
 ``messageDelayLevel`` is the delay level table (``formats/delay.py``): the dispatcher needs it for
 the tag code (deliver time) of ``SCHEDULE_TOPIC_XXXX`` records, as in RocketMQ's MessageStoreConfig.
@@ -65,6 +81,7 @@ from rocketlite.formats.delay import DEFAULT_DELAY_LEVELS, DelayLevelError, pars
 
 _INT = re.compile(r"[+-]?[0-9]+", re.ASCII)
 _HOUR = re.compile(r"[0-9]{2}", re.ASCII)
+_HOST_PORT = re.compile(r"[^\s:]+:[0-9]{1,5}|\[[0-9a-fA-F:.]+\]:[0-9]{1,5}", re.ASCII)
 _LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 _RANGES: dict[str, tuple[int, int]] = {  # field: (lowest, highest) allowed
     "mapped_file_size_commit_log": (4096, _LONG_MAX),
@@ -85,7 +102,12 @@ _RANGES: dict[str, tuple[int, int]] = {  # field: (lowest, highest) allowed
     "max_message_size": (1, _LONG_MAX),
     "listen_port": (0, 65535),
     "flush_delay_offset_interval": (1, _LONG_MAX),
+    "ha_listen_port": (-1, 65535),
+    "ha_send_heartbeat_interval": (1, _LONG_MAX),
+    "ha_housekeeping_interval": (1, _LONG_MAX),
+    "ha_transfer_batch_size": (1, 1 << 30),
 }
+BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
 
 
 def _key(name: str) -> dict[str, str]:
@@ -131,6 +153,12 @@ class StoreConfig:
     message_delay_level: str = field(default=DEFAULT_DELAY_LEVELS, metadata=_key("messageDelayLevel"))
     flush_delay_offset_interval: int = field(default=10_000,
                                              metadata=_key("flushDelayOffsetInterval"))
+    broker_role: str = field(default="ASYNC_MASTER", metadata=_key("brokerRole"))
+    ha_listen_port: int = field(default=-1, metadata=_key("haListenPort"))
+    ha_master_address: str = field(default="", metadata=_key("haMasterAddress"))
+    ha_send_heartbeat_interval: int = field(default=5000, metadata=_key("haSendHeartbeatInterval"))
+    ha_housekeeping_interval: int = field(default=20_000, metadata=_key("haHousekeepingInterval"))
+    ha_transfer_batch_size: int = field(default=32 * 1024, metadata=_key("haTransferBatchSize"))
 
     def __post_init__(self) -> None:
         root: object = self.store_path_root_dir
@@ -159,6 +187,11 @@ class StoreConfig:
                               "separated by ';', like '04' or '04;16'")
         if not self.broker_ip1.strip():
             raise ConfigError("brokerIP1='': must not be empty")
+        if self.broker_role not in BROKER_ROLES:
+            raise ConfigError(f"brokerRole={self.broker_role!r}: must be one of "
+                              f"{', '.join(BROKER_ROLES)}")
+        if self.ha_master_address and not _HOST_PORT.fullmatch(self.ha_master_address):
+            raise ConfigError(f"haMasterAddress={self.ha_master_address!r}: expected host:port")
         try:
             parse_delay_levels(self.message_delay_level)
         except DelayLevelError as e:
@@ -169,6 +202,18 @@ class StoreConfig:
     @property
     def sync_flush(self) -> bool:
         return self.flush_disk_type == "SYNC_FLUSH"
+
+    @property
+    def is_slave(self) -> bool:
+        return self.broker_role == "SLAVE"
+
+    @property
+    def ha_port(self) -> int:
+        """The port the master's HA server listens on: ``haListenPort``, or ``listenPort + 1``
+        (0, ephemeral, when ``listenPort`` is 0)."""
+        if self.ha_listen_port >= 0:
+            return self.ha_listen_port
+        return self.listen_port + 1 if self.listen_port else 0
 
     @property
     def commit_log_dir(self) -> Path:

@@ -96,6 +96,18 @@ class Allocator:
                 pass
         return self._create(path, size)
 
+    def discard(self, directory: Path) -> None:
+        """Delete the segments prepared in ``directory`` (a truncated log: they would leave a
+        gap); waits for one being created."""
+        with self._lock:
+            paths = [p for p in self._pending if p.parent == directory]
+            futs = [self._pending.pop(p) for p in paths]
+        for path, fut in zip(paths, futs, strict=True):
+            try:
+                fut.result().destroy()
+            except StoreError:
+                path.unlink(missing_ok=True)
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
@@ -292,6 +304,16 @@ class MappedFileQueue:
                 log.info("deleting segment %s beyond offset %d", mf.path, offset)
                 mf.destroy()
         self.files = keep
+
+    def drop_ahead(self) -> None:
+        """Delete the segments created ahead of need (spares and the allocator's) and prepare
+        the one after the last again: after ``truncate_dirty`` they would leave a gap."""
+        for mf in self._spare:
+            mf.destroy()
+        self._spare = []
+        if self.allocator is not None:
+            self.allocator.discard(self.directory)
+        self.prepare_next()
 
     def delete_first(self) -> MappedFile | None:
         if not self.files:

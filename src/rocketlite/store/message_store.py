@@ -16,6 +16,11 @@ A full disk refuses writes, never kills the process: ``gate`` (a ``WriteGate``) 
 cannot write or reserve ConsumeQueue/index blocks), ``_check_writable`` raises ``DiskFullError``
 with the first reason, and each source clears itself (or is retried every second by the retention
 thread) once space returns. Reads never look at it.
+
+A slave's store (``brokerRole=SLAVE``, 4.x HA) refuses sends (``SlaveModeError``) and takes its
+master's CommitLog bytes with ``append_raw`` (and ``truncate_commitlog`` when its log diverged);
+its dispatcher stops at the last whole record (``replica.whole_end``). A master's HA server reads
+with ``read_commitlog`` and hears of appends through ``on_append``.
 """
 
 from __future__ import annotations
@@ -34,13 +39,14 @@ from rocketlite.common.errors import (
     DiskFullError,
     FlushError,
     FormatError,
+    SlaveModeError,
     StoreClosedError,
     StoreError,
 )
 from rocketlite.formats import message_record as rec
 from rocketlite.formats.message_id import decode_message_id, encode_message_id
 from rocketlite.formats.properties import KEYS, UNIQ_KEY, decode_properties
-from rocketlite.store import disk, store_files
+from rocketlite.store import disk, replica, store_files
 from rocketlite.store.checkpoint import StoreCheckpoint
 from rocketlite.store.commitlog import CommitLog, now_ms
 from rocketlite.store.config import StoreConfig
@@ -131,6 +137,11 @@ class MessageStore:
         # ASYNC_FLUSH without the transient pool: appended records are dispatchable at once, so
         # the appender dispatches them itself (see Dispatcher.dispatch_inline).
         self.inline_dispatch = not config.sync_flush and not config.transient_store_pool_enable
+        self.slave = config.is_slave
+        self._whole_end = 0  # a slave's dispatch limit: the end of its last whole record
+        # Called after every append (one call per batch, not per message; from the appending
+        # thread): the master's HA server wakes its idle connections with it.
+        self.on_append: Callable[[], None] | None = None
 
     @property
     def write_refused(self) -> str | None:
@@ -158,6 +169,7 @@ class MessageStore:
             self._lock_file.release()
             raise
         store_files.create_abort_file(cfg.abort_path)
+        self._whole_end = self.commitlog.max_offset  # recovery cut any torn record
         self.retention.run_once()  # decides at once whether the disk allows writes
         self.flusher.start()
         self.dispatcher.start()
@@ -230,8 +242,9 @@ class MessageStore:
         self.retention.shutdown()
         self.flusher.shutdown()
         self.dispatcher.shutdown()
+        end = self.commitlog.max_offset
         try:
-            self.dispatcher.dispatch_available(self.commitlog.max_offset)
+            self.dispatcher.dispatch_available(min(end, self._whole_end) if self.slave else end)
         except StoreError as e:  # a full disk: the next start re-dispatches the rest
             log.error("shutdown: dispatch stopped at CommitLog offset %d: %s",
                       self.dispatcher.dispatch_from, e)
@@ -274,7 +287,8 @@ class MessageStore:
 
     def _dispatch_limit(self) -> int:
         cl = self.commitlog
-        return cl.flushed_offset if self.config.sync_flush else cl.committed_offset
+        end = cl.flushed_offset if self.config.sync_flush else cl.committed_offset
+        return min(end, self._whole_end) if self.slave else end
 
     def _on_flushed(self, flushed_offset: int, store_timestamp: int) -> None:
         cp = self.checkpoint
@@ -316,6 +330,8 @@ class MessageStore:
     def _check_writable(self) -> None:
         if not self.running:
             raise StoreClosedError("the store is not running")
+        if self.slave:
+            raise SlaveModeError("the broker is a slave (brokerRole=SLAVE): sends go to the master")
         if self.gate.reason is not None:
             raise DiskFullError(self.gate.reason)
         err = self.flusher.last_error
@@ -352,6 +368,8 @@ class MessageStore:
     def _appended(self, end_offset: int) -> Future[None] | None:
         """After an append up to ``end_offset``: SYNC_FLUSH, the future of the group commit that
         covers it; otherwise dispatch it (on this thread when allowed) and return None."""
+        if self.on_append is not None:
+            self.on_append()
         if self.config.sync_flush:
             return self.flusher.request(end_offset)
         if self.inline_dispatch:
@@ -359,6 +377,32 @@ class MessageStore:
         else:
             self.dispatcher.wake()
         return None
+
+    # -- replication (4.x HA) ----------------------------------------------------------------
+
+    def read_commitlog(self, offset: int, max_size: int) -> bytes | None:
+        """A master's raw CommitLog bytes for a slave (``CommitLog.read_from``)."""
+        return self.commitlog.read_from(offset, max_size)
+
+    def append_raw(self, offset: int, data: bytes | bytearray | memoryview) -> int:
+        """A slave's append of its master's bytes at its max offset (``CommitLog.append_raw``);
+        flushed and dispatched as local appends are. Returns the new max offset."""
+        if not self.running:
+            raise StoreClosedError("the store is not running")
+        cl = self.commitlog
+        end = cl.append_raw(offset, data)
+        self._whole_end, ts = replica.whole_end(cl, max(self._whole_end, cl.min_offset))
+        if ts:
+            cl.last_store_timestamp = ts
+        self._appended(end)
+        return end
+
+    def truncate_commitlog(self, offset: int) -> None:
+        """Cut a diverged slave's CommitLog, ConsumeQueues and index back to ``offset``."""
+        with self.dispatcher.lock, self._queues_lock:
+            replica.truncate(self.commitlog, list(self.queues.values()), self.index,
+                             self.dispatcher, offset)
+            self._whole_end = min(self._whole_end, offset)
 
     def put_messages_sync(self, msgs: Sequence[MessageToStore]) -> list[AppendResult]:
         """Append and, under SYNC_FLUSH, wait up to ``syncFlushTimeout`` for durability."""

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
+from rocketlite.common.errors import FormatError
 from rocketlite.formats import checkpoint_layout as cp
 from rocketlite.formats import consume_queue_unit as cq
+from rocketlite.formats import ha
 from rocketlite.formats import index_layout as ix
 from rocketlite.formats import message_record as rec
 
@@ -40,3 +44,21 @@ def test_index_layout() -> None:
 def test_checkpoint_layout() -> None:
     assert cp.CHECKPOINT.size == cp.CHECKPOINT_USED_SIZE == 40
     assert cp.CHECKPOINT_FILE_SIZE == 4096
+
+
+def test_ha_layout() -> None:
+    assert ha.REPORT.size == ha.REPORT_SIZE == 8
+    assert ha.TRANSFER_HEADER.size == ha.TRANSFER_HEADER_SIZE == 8 + 4
+    assert ha.encode_report(0x0102030405060708) == bytes(range(1, 9))
+    assert ha.decode_report(ha.encode_report(123)) == 123
+    assert ha.encode_transfer_header(1 << 32, 5) == b"\x00\x00\x00\x01" + b"\x00" * 4 + b"\x00\x00\x00\x05"
+    assert ha.decode_transfer_header(ha.encode_transfer_header(7, 0), 10) == (7, 0)
+
+
+def test_ha_refuses_bad_frames() -> None:
+    with pytest.raises(FormatError):
+        ha.decode_report(ha.REPORT.pack(-1))
+    with pytest.raises(FormatError):
+        ha.decode_transfer_header(ha.encode_transfer_header(0, 11), 10)
+    with pytest.raises(FormatError):
+        ha.decode_transfer_header(ha.encode_transfer_header(-5, 1), 10)

@@ -56,10 +56,16 @@ def test_defaults_match_rocketmq() -> None:
     assert c.delete_file_batch_max == 10 and c.message_index_enable
     assert (c.max_hash_slot_num, c.max_index_num, c.max_message_size) == (5_000_000, 20_000_000, 4 << 20)
     assert (c.broker_ip1, c.listen_port) == ("127.0.0.1", 10911)
+    assert (c.broker_role, c.ha_listen_port, c.ha_port, c.ha_master_address) == (
+        "ASYNC_MASTER", -1, 10912, "")
+    assert (c.ha_send_heartbeat_interval, c.ha_housekeeping_interval,
+            c.ha_transfer_batch_size) == (5000, 20_000, 32768)
 
 
 def test_every_field_has_its_rocketmq_key() -> None:
-    assert len(KEY_TO_FIELD) == len(dataclasses.fields(StoreConfig)) == 27
+    assert len(KEY_TO_FIELD) == len(dataclasses.fields(StoreConfig)) == 33
+    assert KEY_TO_FIELD["brokerRole"] == "broker_role"
+    assert KEY_TO_FIELD["haMasterAddress"] == "ha_master_address"
     assert KEY_TO_FIELD["messageDelayLevel"] == "message_delay_level"
     assert KEY_TO_FIELD["flushDelayOffsetInterval"] == "flush_delay_offset_interval"
     assert KEY_TO_FIELD["warmMapedFileEnable"] == "warm_mapped_file_enable"
@@ -265,3 +271,18 @@ def test_message_delay_level() -> None:
     assert StoreConfig().flush_delay_offset_interval == 10_000  # Java's flushDelayOffsetInterval
     with pytest.raises(ConfigError, match="flushDelayOffsetInterval=0"):
         StoreConfig.from_properties({"flushDelayOffsetInterval": "0"})
+
+
+def test_ha_keys() -> None:
+    c = StoreConfig.from_properties({"brokerRole": "SLAVE", "haMasterAddress": "10.0.0.1:10912",
+                                     "listenPort": "20911", "haTransferBatchSize": "65536"})
+    assert c.is_slave and c.ha_port == 20912 and c.ha_transfer_batch_size == 65536
+    assert StoreConfig.from_properties({"listenPort": "0"}).ha_port == 0
+    assert StoreConfig.from_properties({"haListenPort": "3000"}).ha_port == 3000
+    assert not StoreConfig.from_properties({"brokerRole": "SYNC_MASTER"}).is_slave
+    for props, message in (({"brokerRole": "slave"}, "brokerRole='slave'"),
+                           ({"haMasterAddress": "nohost"}, "expected host:port"),
+                           ({"haListenPort": "-2"}, "haListenPort=-2"),
+                           ({"haTransferBatchSize": "0"}, "haTransferBatchSize=0")):
+        with pytest.raises(ConfigError, match=message):
+            StoreConfig.from_properties(props)

@@ -184,7 +184,8 @@ class PopService:
         self.create_revive_topic()
         self.polling.start(loop)
         self.store.dispatcher.listeners.append(self.polling.on_dispatched)
-        self.revive.start()
+        if not self.store.slave:  # revive writes retries: a master's work (as in Java)
+            self.revive.start()
 
     async def stop(self) -> None:
         self.polling.release_all()

@@ -5,7 +5,13 @@ Per request: parse the header (V2's one-letter keys for 310 and 320), check the 
 are writable (creating an unknown topic from ``defaultTopic`` when allowed), pick the queue, append
 to the store on the event loop thread (an append is a memory copy into the mapped CommitLog), and
 reply with the offset message id, queue id and queue offset. Under SYNC_FLUSH the reply waits for
-the group commit that makes the message durable, or answers FLUSH_DISK_TIMEOUT.
+the group commit that makes the message durable, or answers FLUSH_DISK_TIMEOUT. Under SYNC_MASTER
+it waits for a slave's ack of the append's end offset (``ha.transfer.GroupTransfer``: one waiter
+per append), or answers FLUSH_SLAVE_TIMEOUT (not acked within ``syncFlushTimeout``) or
+SLAVE_NOT_AVAILABLE (no slave connected): the message is stored in both cases, the reply carries
+its ids, as Java's. Under both, the disk's outcome first, then the slave's (both waits run from
+the append, as Java's ``handleDiskFlushAndHA``); a slave's failure code wins over
+FLUSH_DISK_TIMEOUT (Java's ``thenCombine``), a disk error (SERVICE_NOT_AVAILABLE) over both.
 
 Per run: the consecutive single sends of one read come to ``send_run`` in one call; the usual
 ones (``send_run.SendTaker``: a well-formed header, an existing writable topic and write queue,
@@ -35,6 +41,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 from rocketlite.broker.config import PERM_WRITE
+from rocketlite.broker.ha.transfer import SUCCESS, Replica
 from rocketlite.broker.recall import handle_for
 from rocketlite.broker.send_run import TXN_MASK, OkRuns, SendTaker, send_keys
 from rocketlite.broker.send_service import (
@@ -134,6 +141,8 @@ class SendProcessor:
         self.sync_flush = broker.store.config.sync_flush
         self.flush_timeout_s = broker.store.config.sync_flush_timeout / 1000
         self.stats = broker.stats
+        # SYNC_MASTER: the waits for the slave (None otherwise: one test per append)
+        self.transfer = broker.ha_server.transfer if broker.ha_server is not None else None
         # The sends of this read: their messages, and for each the connection, the request and
         # the queue id to answer (the requested one, even when the message is diverted).
         self._msgs: list[MessageToStore] = []
@@ -329,7 +338,15 @@ class SendProcessor:
                 _answer(conn, cmd, ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
             return
         self.stats.put_messages += len(pending)
-        self._answer_put(pending, put.results, put.flushed, handles)
+        self._answer_put(pending, put.results, put.flushed, handles,
+                         None if self.transfer is None else self._replica(put.results[-1]
+                                                                          .end_offset))
+
+    def _replica(self, end_offset: int) -> Replica | None:
+        """SYNC_MASTER: the slave's outcome of an append ending at ``end_offset`` (None: acked)."""
+        assert self.transfer is not None
+        r = self.transfer.request(end_offset)
+        return None if isinstance(r, int) and r == SUCCESS else r
 
     def _append_alone(self, conn: Connection, cmd: RemotingCommand, msg: MessageToStore,
                       queue_id: int, handle: str | None) -> None:
@@ -346,9 +363,10 @@ class SendProcessor:
             _answer(conn, cmd, ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
             return
         self.stats.put_messages += 1
+        replica = None if self.transfer is None else self._replica(put.results[-1].end_offset)
         if not cmd.flag & RPC_ONEWAY:
             self._answer_put([(conn, cmd, queue_id)], put.results, put.flushed,
-                             None if handle is None else {id(cmd): handle})
+                             None if handle is None else {id(cmd): handle}, replica)
 
     def _reply(self, cmd: RemotingCommand, queue_id: int, commit_log_offset: int,
                queue_offset: int, msg_id: str | None = None,
@@ -366,32 +384,36 @@ class SendProcessor:
         return cmd.response(ResponseCode.SUCCESS, None, ext)
 
     def _answer_put(self, pending: Pending, results: list[AppendResult],
-                    flushed: Future[None] | None, handles: dict[int, str] | None = None) -> None:
+                    flushed: Future[None] | None, handles: dict[int, str] | None = None,
+                    replica: Replica | None = None) -> None:
         """Answer single sends appended with ``results`` (oneway ones excepted): one write per
         run of replies to a connection, written by ``OkRuns`` in one call; after the flush
-        under SYNC_FLUSH. ``handles``: the recall handles of the timer sends among them (by
-        id() of the request), if any."""
+        under SYNC_FLUSH, after the slave's ack under SYNC_MASTER (``replica``: None when
+        there is nothing to wait for). ``handles``: the recall handles of the timer sends among
+        them (by id() of the request), if any."""
         if handles is not None:
-            self._answer_recall_put(pending, results, flushed, handles)
+            self._answer_recall_put(pending, results, flushed, handles, replica)
             return
-        if flushed is None or (flushed.done() and flushed.exception() is None):
+        if replica is None and (flushed is None
+                                or (flushed.done() and flushed.exception() is None)):
             self._write_ok(pending, results)
             return
         self._answer_when_flushed(
             lambda: [(conn, cmd, qid, r[0], r[2], None, None)  # offset, queue offset
                      for (conn, cmd, qid), r in zip(pending, results, strict=True)
                      if not cmd.flag & RPC_ONEWAY],
-            flushed, lambda: self._write_ok(pending, results))
+            flushed, lambda: self._write_ok(pending, results), replica)
 
     def _answer_recall_put(self, pending: Pending, results: list[AppendResult],
-                           flushed: Future[None] | None, handles: dict[int, str]) -> None:
+                           flushed: Future[None] | None, handles: dict[int, str],
+                           replica: Replica | None = None) -> None:
         """``_answer_put`` of sends some of which have a recall handle: every reply of a timer
         send carries it (a FLUSH_DISK_TIMEOUT one too: 5.x answers the header then as well)."""
         self._answer_when_flushed(
             lambda: [(conn, cmd, qid, r[0], r[2], None, handles.get(id(cmd)))
                      for (conn, cmd, qid), r in zip(pending, results, strict=True)
                      if not cmd.flag & RPC_ONEWAY],
-            flushed, lambda: self._write_ok_recall(pending, results, handles))
+            flushed, lambda: self._write_ok_recall(pending, results, handles), replica)
 
     def _write_ok(self, pending: Pending, results: list[AppendResult]) -> None:
         for conn, frames in self._ok_runs.runs(pending, results):
@@ -444,14 +466,18 @@ class SendProcessor:
             conn.send_frames([head + body if body else head])
 
     def _answer_when_flushed(self, held: Callable[[], list[Held]], flushed: Future[None] | None,
-                             ok: Callable[[], None]) -> None:
+                             ok: Callable[[], None], replica: Replica | None = None) -> None:
         """Answer the sends now with ``ok`` (ASYNC_FLUSH, or already durable) or once the group
         commit covering them completes (no task: the flush thread's callback hops to the loop).
         After ``syncFlushTimeout`` the sends ``held`` gives are answered FLUSH_DISK_TIMEOUT
         (stored, not yet durable: the client's SendStatus.FLUSH_DISK_TIMEOUT, ids kept); if the
-        disk failed, SERVICE_NOT_AVAILABLE."""
+        disk failed, SERVICE_NOT_AVAILABLE. Then, under SYNC_MASTER (``replica`` not None),
+        once the slave's outcome is known (``_answer_when_replicated``)."""
         if flushed is None or (flushed.done() and flushed.exception() is None):
-            ok()
+            if replica is None:
+                ok()
+            else:
+                self._answer_when_replicated(held, replica, ok, None)
             return
         loop = asyncio.get_running_loop()
         answered = False
@@ -463,6 +489,11 @@ class SendProcessor:
             answered = True
             timer.cancel()
             err = None if fut is None else fut.exception()
+            if replica is not None:
+                self._answer_when_replicated(
+                    held, replica, ok,
+                    None if fut is not None and err is None else _FlushFailed(err))
+                return
             if fut is not None and err is None:
                 ok()
                 return
@@ -473,6 +504,33 @@ class SendProcessor:
 
         timer = loop.call_later(self.flush_timeout_s, answer, None)
         flushed.add_done_callback(lambda f: loop.call_soon_threadsafe(answer, f))
+
+    def _answer_when_replicated(self, held: Callable[[], list[Held]], replica: Replica,
+                                ok: Callable[[], None], flush: _FlushFailed | None) -> None:
+        """SYNC_MASTER, the disk's outcome known (``flush``: None if durable or ASYNC_FLUSH):
+        answer with ``ok`` once a slave acked the append; else each send ``held`` gives with
+        its ids and FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE (a disk error's
+        SERVICE_NOT_AVAILABLE wins)."""
+        if not isinstance(replica, int):
+            if not replica.done():
+                replica.add_done_callback(
+                    lambda f: self._answer_when_replicated(held, f.result(), ok, flush))
+                return
+            replica = replica.result()
+        if replica == SUCCESS and flush is None:
+            ok()
+            return
+        for conn, cmd, queue_id, offset, queue_offset, msg_id, handle in held():
+            reply = self._reply(cmd, queue_id, offset, queue_offset, msg_id, handle)
+            if flush is not None and (replica == SUCCESS or not _is_timeout(flush.error)):
+                _flush_failed(reply, flush.error, self.flush_timeout_s)
+            else:
+                reply.code = replica
+                reply.remark = (
+                    f"the message was not acked by a slave within {self.flush_timeout_s:g} s"
+                    if replica == ResponseCode.FLUSH_SLAVE_TIMEOUT else
+                    "no slave is available: the message is stored on the master only")
+            conn.send(reply)
 
     def _put_batch(self, conn: Connection, cmd: RemotingCommand, h: SendMessageRequestHeader,
                    queue_id: int) -> Reply:
@@ -489,11 +547,26 @@ class SendProcessor:
         ))
         res = put.result
         self.stats.put_messages += len(res)
+        replica = None if self.transfer is None else self._replica(res.end_offset)
         if not cmd.flag & RPC_ONEWAY:
             ids = self._ok_frames.message_ids(res.offsets)
             held: list[Held] = [(conn, cmd, queue_id, 0, res.queue_offset, ids, None)]
-            self._answer_when_flushed(lambda: held, put.flushed, lambda: self._answer_ok(held))
+            self._answer_when_flushed(lambda: held, put.flushed, lambda: self._answer_ok(held),
+                                      replica)
         return None
+
+
+class _FlushFailed:
+    """The group commit's failure: ``error`` None when it was not done in time."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException | None) -> None:
+        self.error = error
+
+
+def _is_timeout(err: BaseException | None) -> bool:
+    return err is None or isinstance(err, FlushTimeoutError)
 
 
 def _flush_failed(reply: RemotingCommand, err: BaseException | None, timeout_s: float) -> None:

@@ -21,7 +21,12 @@ its status, ``message_id`` (the client's, kept as UNIQ_KEY), ``offset`` (the que
 for a transaction, ``transaction_id``: the offset message id of the stored half record, which
 EndTransaction reads back (so it works after a restart). Under SYNC_FLUSH the answer waits for
 the group commit; one not done within ``syncFlushTimeout`` is MASTER_PERSISTENCE_TIMEOUT
-(stored, not yet durable: the Java proxy's code for FLUSH_DISK_TIMEOUT).
+(stored, not yet durable: the Java proxy's code for FLUSH_DISK_TIMEOUT). Under SYNC_MASTER the
+answer then waits for a slave's ack of the append (``broker.ha.transfer``: one waiter per append,
+shared by the group's requests): not acked within ``syncFlushTimeout`` is
+SLAVE_PERSISTENCE_TIMEOUT, no slave connected HA_NOT_AVAILABLE (the Java proxy's codes for
+FLUSH_SLAVE_TIMEOUT and SLAVE_NOT_AVAILABLE; the message is stored in both cases); a slave's
+failure wins over MASTER_PERSISTENCE_TIMEOUT, as in Java's ``thenCombine``.
 
 EndTransaction: see ``end_transaction``.
 """
@@ -35,6 +40,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from rocketlite.broker.ha.transfer import FLUSH_SLAVE_TIMEOUT, SUCCESS, Replica
 from rocketlite.broker.send import may_divert
 from rocketlite.broker.send_service import topic_for_send
 from rocketlite.broker.timer_divert import TIMER_TOPIC
@@ -98,7 +104,23 @@ async def _flushed(ctx: FrontContext, flushed: Future[None]) -> pb.Status | None
     return None
 
 
-Stored = tuple[list[AppendResult], "Future[None] | None"]
+async def _replicated(ctx: FrontContext, replica: Replica) -> pb.Status | None:
+    """None once a slave acked the append; the status to answer if none did in time or no
+    slave is available (SYNC_MASTER)."""
+    # shielded: the future is shared by the group's requests, a cancelled call must not cancel it
+    code = replica if isinstance(replica, int) else await asyncio.shield(replica)
+    if code == SUCCESS:
+        return None
+    if code == FLUSH_SLAVE_TIMEOUT:
+        timeout = ctx.broker.store.config.sync_flush_timeout / 1000
+        return status(Code.SLAVE_PERSISTENCE_TIMEOUT,
+                      f"stored, but not acked by a slave within {timeout:g} s")
+    return status(Code.HA_NOT_AVAILABLE, "stored on the master only: no slave is available")
+
+
+# A request's results, the group commit's future (SYNC_FLUSH) and the slave's outcome
+# (SYNC_MASTER: None when there is nothing to wait for).
+Stored = tuple[list[AppendResult], "Future[None] | None", "Replica | None"]
 
 
 class SendGroup:
@@ -183,12 +205,13 @@ class SendGroup:
             return [e] * len(counts)
         broker.stats.put_messages += len(msgs)
         results, flushed = put.results, put.flushed
+        replica = _replica(broker, results)
         if len(counts) == 1:
-            return [(results, flushed)]
+            return [(results, flushed, replica)]
         out: list[Stored | Exception] = []
         at = 0
         for n in counts:
-            out.append((results[at:at + n], flushed))
+            out.append((results[at:at + n], flushed, replica))
             at += n
         return out
 
@@ -206,8 +229,18 @@ class SendGroup:
                 out.append(e)
                 continue
             broker.stats.put_messages += n
-            out.append((put.results, put.flushed))
+            out.append((put.results, put.flushed, _replica(broker, put.results)))
         return out
+
+
+def _replica(broker: Broker, results: list[AppendResult]) -> Replica | None:
+    """SYNC_MASTER: the slave's outcome of the append of ``results`` (None: nothing to wait
+    for, as under ASYNC_MASTER)."""
+    ha = broker.ha_server
+    if ha is None or ha.transfer is None:
+        return None
+    r = ha.transfer.request(results[-1].end_offset)
+    return None if isinstance(r, int) and r == SUCCESS else r
 
 
 def send_group(ctx: FrontContext) -> SendGroup:
@@ -346,8 +379,15 @@ def _durable(flushed: Future[None] | None) -> bool:
 
 
 async def _answer_flushed(ctx: FrontContext, checked: _Checked, results: list[AppendResult],
-                          flushed: Future[None]) -> spb.SendMessageResponse:
-    return _answer(ctx, checked, results, await _flushed(ctx, flushed) or ok())
+                          flushed: Future[None] | None, replica: Replica | None = None
+                          ) -> spb.SendMessageResponse:
+    """The answer once the disk (SYNC_FLUSH), then the slave (SYNC_MASTER) gave their outcome."""
+    st = None if flushed is None or _durable(flushed) else await _flushed(ctx, flushed)
+    if replica is not None:
+        slave = await _replicated(ctx, replica)
+        if slave is not None and (st is None or st.code == Code.MASTER_PERSISTENCE_TIMEOUT):
+            st = slave
+    return _answer(ctx, checked, results, st or ok())
 
 
 async def send_message(
@@ -359,11 +399,11 @@ async def send_message(
     if not isinstance(checked, _Checked):
         return checked
     try:
-        results, flushed = await group.put(checked.stored)
+        results, flushed, replica = await group.put(checked.stored)
     except Exception as e:  # noqa: BLE001 - nothing stored: answered with the error
         return _refused(len(request.messages), error_status(e))
-    if flushed is not None and not _durable(flushed):
-        return await _answer_flushed(ctx, checked, results, flushed)
+    if replica is not None or (flushed is not None and not _durable(flushed)):
+        return await _answer_flushed(ctx, checked, results, flushed, replica)
     return _answer(ctx, checked, results, ok())
 
 
@@ -387,7 +427,8 @@ def send_messages(
         if isinstance(outcome, BaseException):
             out.append(_refused(len(c.request.messages), error_status(outcome)))
             continue
-        results, flushed = outcome
-        out.append(_answer_ok(ctx, c, results) if flushed is None or _durable(flushed)
-                   else _answer_flushed(ctx, c, results, flushed))
+        results, flushed, replica = outcome
+        out.append(_answer_ok(ctx, c, results)
+                   if replica is None and (flushed is None or _durable(flushed))
+                   else _answer_flushed(ctx, c, results, flushed, replica))
     return out

@@ -27,8 +27,9 @@ phyOffset, then appends; a frame whose phyOffset is above its max offset is a pr
 (the slave reconnects), except on an empty slave, which takes a first frame at any segment
 boundary.
 
-``wait_for_ack`` returns a future resolved once any slave has acked an offset (for SYNC_MASTER);
-``status`` gives each slave's acked offset, lag and last report time.
+``wait_for_ack`` returns a future resolved once any slave has acked an offset; under SYNC_MASTER
+``transfer`` (``transfer.GroupTransfer``) holds the sends' waits for the slave, told of each new
+acked offset. ``status`` gives each slave's acked offset, lag and last report time.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from rocketlite.broker.ha.transfer import GroupTransfer
 from rocketlite.common.errors import FormatError
 from rocketlite.formats import ha
 from rocketlite.store.config import StoreConfig
@@ -94,6 +96,10 @@ class HAServer:
         self._waiters: list[tuple[int, int, concurrent.futures.Future[None]]] = []
         self._seq = itertools.count()
         self.max_acked = -1  # the highest offset any slave acked
+        # SYNC_MASTER: the sends waiting for a slave's ack (None otherwise: no cost on sends)
+        self.transfer: GroupTransfer | None = (
+            GroupTransfer(self, config.sync_flush_timeout)
+            if config.broker_role == "SYNC_MASTER" else None)
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -125,6 +131,8 @@ class HAServer:
             waiters, self._waiters = self._waiters, []
         for _, _, fut in waiters:
             fut.cancel()
+        if self.transfer is not None:
+            self.transfer.close()
 
     # -- what SYNC_MASTER and haStatus read -------------------------------------------------
 
@@ -235,6 +243,8 @@ class HAServer:
         for fut in done:
             if not fut.done():
                 fut.set_result(None)
+        if self.transfer is not None:
+            self.transfer.acked(offset)
 
     async def _transfer(self, slave: _Slave, writer: asyncio.StreamWriter) -> None:
         while slave.start is None:

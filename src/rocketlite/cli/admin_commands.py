@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import json
 from typing import Annotated, Any
 
@@ -214,13 +215,21 @@ async def ha_status(broker_addr: str | None, cluster: str | None,
 
 def _print_ha(view: dict[str, Any]) -> None:
     if not view["master"]:
-        console.print(f"[bold]{view['broker']}[/] slave of HA address "
+        ms = int(view["lastReadTimestamp"])
+        last = (datetime.datetime.fromtimestamp(ms / 1000).isoformat(sep=" ", timespec="milliseconds")
+                if ms > 0 else "never")
+        console.print(f"slave {view['broker']} of HA address "
                       f"{view['masterHaAddress'] or '(unknown yet)'}: CommitLog max offset "
-                      f"{view['maxOffset']}, last frame at {view['lastReadTimestamp']} ms")
+                      f"{view['maxOffset']}, last frame from the master {last}",
+                      soft_wrap=True, highlight=False)
         return
     slaves = view["slaves"]
-    t = Table(title=f"master {view['broker']}: CommitLog max offset {view['maxOffset']}, "
-                    f"{len(slaves)} slave(s), {view['inSyncSlaves']} in sync")
+    console.print(f"master {view['broker']}: CommitLog max offset {view['maxOffset']}, "
+                  f"{len(slaves)} slave(s), {view['inSyncSlaves']} in sync",
+                  soft_wrap=True, highlight=False)
+    if not slaves:
+        return
+    t = Table()
     for col in ("slave", "acked offset", "lag (bytes)", "lag (s)", "in sync", "from"):
         t.add_column(col, justify="left" if col == "slave" else "right")
     for sl in slaves:

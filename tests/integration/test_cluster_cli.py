@@ -231,3 +231,49 @@ def test_controller_is_refused() -> None:
 def test_status_without_a_cluster(tmp_path: Path) -> None:
     r = runner.invoke(app, ["cluster", "status", "--dir", str(tmp_path)])
     assert r.exit_code == 1 and "no cluster.json" in r.output
+
+
+def _same_commitlog(master: Path, slave: Path, top: int) -> bool:
+    """Whether every CommitLog segment the master wrote into (below ``top``) is byte-identical
+    on the slave."""
+    names = sorted(p.name for p in master.iterdir() if int(p.name) < top)
+    return bool(names) and all(
+        (slave / n).is_file() and (slave / n).read_bytes() == (master / n).read_bytes()
+        for n in names)
+
+
+def test_cluster_up_slave_replicates(tmp_path: Path) -> None:
+    """``cluster up --brokers 1 --replicas 2``: the slave's CommitLog ends identical to the
+    master's after sends, and ``admin haStatus`` shows it caught up (lag 0)."""
+    d = tmp_path / "c"
+    base = free_base(1 + 4 * 2)
+    r = cli("cluster", "up", "--dir", str(d), "--brokers", "1", "--replicas", "2",
+            "--base-port", str(base), "--topic", TOPIC, "--queues", "2", "--ready-timeout", "30")
+    try:
+        assert r.returncode == 0, r.stdout + r.stderr
+        ns = f"127.0.0.1:{base}"
+        sent_to, got = asyncio.run(send_and_receive(ns))
+        assert sent_to == {"broker-a"} and len(got) == N
+        master_addr = f"127.0.0.1:{base + 1}"
+        deadline = time.monotonic() + 30
+        while True:
+            st = cli("admin", "haStatus", "-b", master_addr, "--json")
+            assert st.returncode == 0, st.stdout + st.stderr
+            (view,) = json.loads(st.stdout)
+            top = view["maxOffset"]
+            if (top > 0 and [(s["ackedOffset"], s["lagBytes"]) for s in view["slaves"]] == [(top, 0)]
+                    and _same_commitlog(d / "broker-a-0" / "store" / "commitlog",
+                                        d / "broker-a-1" / "store" / "commitlog", top)):
+                break
+            assert time.monotonic() < deadline, (view, st.stdout)
+            time.sleep(0.2)
+        slave = cli("admin", "haStatus", "-b", f"127.0.0.1:{base + 4}", "--json")
+        assert slave.returncode == 0, slave.stdout + slave.stderr
+        (sview,) = json.loads(slave.stdout)
+        assert sview["master"] is False and sview["maxOffset"] == top
+        assert sview["masterHaAddress"] == f"127.0.0.1:{base + 2}"
+        by_cluster = cli("admin", "haStatus", "-n", ns, "-c", "DefaultCluster", "--json")
+        assert [v["broker"] for v in json.loads(by_cluster.stdout)] == [master_addr]
+    finally:
+        down = runner.invoke(app, ["cluster", "down", "--dir", str(d), "--timeout", "15"])
+    assert down.exit_code == 0, down.output

@@ -282,8 +282,9 @@ def test_role_and_broker_id_must_agree(tmp_path: Path) -> None:
                                             haMasterAddress="127.0.0.1:1"))
     with pytest.raises(ConfigError, match="a master has brokerId=0"):
         Broker(BrokerConfig(broker_id=1), store_config(tmp_path, brokerRole="SYNC_MASTER"))
-    with pytest.raises(ConfigError, match="haMasterAddress"):
-        Broker(BrokerConfig(broker_id=1), store_config(tmp_path, brokerRole="SLAVE"))
+    with pytest.raises(ConfigError, match="haMasterAddress"):  # nor a NameServer to learn it
+        Broker(BrokerConfig(broker_id=1, namesrv_addr=""), store_config(tmp_path,
+                                                                         brokerRole="SLAVE"))
     with pytest.raises(ConfigError, match="brokerRole"):
         store_config(tmp_path, brokerRole="MASTER")
 

@@ -1,8 +1,30 @@
 """Offsets, lookups and topic administration: QUERY_CONSUMER_OFFSET (14), UPDATE_CONSUMER_OFFSET
 (15), SEARCH_OFFSET_BY_TIMESTAMP (29), GET_MAX_OFFSET (30), GET_MIN_OFFSET (31),
 GET_EARLIEST_MSG_STORETIME (32), QUERY_MESSAGE (12), VIEW_MESSAGE_BY_ID (33),
-UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21) and
-GET_BROKER_RUNTIME_INFO (28).
+UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21),
+GET_BROKER_RUNTIME_INFO (28) and GET_BROKER_HA_STATUS (907).
+
+Replication figures. RocketMQ's runtime info (4.x and 5.x ``prepareRuntimeInfo``) has no HA
+key; 5.x answers them to GET_BROKER_HA_STATUS with an ``HARuntimeInfo`` body, which mqadmin
+``haStatus`` prints, and ``ha_runtime_info`` builds that body with Java's field names:
+``master``, ``masterCommitLogMaxOffset``, ``inSyncSlaveNums`` and ``haConnectionInfo`` (per slave:
+``addr``, ``slaveAckOffset``, ``diff`` = master max offset - acked, ``inSync`` = diff below
+``HA_MAX_GAP_NOT_IN_SYNC``, ``transferredByteInSecond`` (not measured: 0), ``transferFromWhere``)
+on a master; ``haClientRuntimeInfo`` (``masterAddr``, ``maxOffset``, ``lastReadTimestamp``; the
+transfer rate, ``lastWriteTimestamp`` and ``masterFlushOffset`` are 0: not measured, and 4.x
+does not send the master's flush offset) on a slave. rocketlite adds to each connection
+``lagMillis`` (time behind, defined in ``ha/server``) and ``lastReportTimestamp``; Java's
+fastjson ignores fields it does not know.
+
+The runtime info gets a summary under rocketlite's keys (none is RocketMQ's except
+``slaveFallBehindMuch``, 4.x's ``MessageStore.slaveFallBehindMuch()``: the master's max offset
+minus the highest offset any slave acked, which 4.x logs but does not answer): ``brokerRole``;
+on a master ``haServerAddr``, ``haSlaveNum``, ``haInSyncSlaveNum``, ``slaveFallBehindMuch``
+and ``haSlaveLagMillis`` (the largest of its slaves', 0 without one); on a slave
+``haMasterAddress`` (the HA address it replicates from, configured or learned from the
+NameServer, empty until known), ``masterAddr`` (its master's Remoting address, from the
+NameServer), ``haConnected``, ``haMasterMaxOffset`` (the end of the last frame, -1 before one)
+and ``haLastReadTimestamp``.
 
 QUERY_CONSUMER_OFFSET without a committed offset answers 0 when the queue still starts at 0 (its
 first message was never deleted), else QUERY_NOT_FOUND so the client applies consumeFromWhere:
@@ -12,6 +34,7 @@ what Java does when the queue's head is in memory, and what the C++ orderly cons
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from typing import TYPE_CHECKING
@@ -42,6 +65,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_QUERY_NUM = 64  # RocketMQ's defaultQueryMaxNum
+HA_MAX_GAP_NOT_IN_SYNC = 256 * 1024 * 1024  # RocketMQ's haMaxGapNotInSync default (bytes)
 
 
 class AdminProcessor:
@@ -64,6 +88,7 @@ class AdminProcessor:
             (RequestCode.DELETE_TOPIC_IN_BROKER, self.delete_topic),
             (RequestCode.GET_ALL_TOPIC_CONFIG, self.all_topic_config),
             (RequestCode.GET_BROKER_RUNTIME_INFO, self.runtime_info),
+            (RequestCode.GET_BROKER_HA_STATUS, self.ha_status),
         ):
             server.register(code, fn)
 
@@ -201,7 +226,65 @@ class AdminProcessor:
             "heldPullRequests": str(b.hold.count),
             "topicCount": str(len(b.topics)),
         }
+        table.update(self._ha_summary())
         return cmd.response(ResponseCode.SUCCESS, None, None, KVTable(table=table).to_json())
+
+    def _ha_summary(self) -> dict[str, str]:
+        b = self.broker
+        out = {"brokerRole": b.store_config.broker_role}
+        if b.ha_server is not None:
+            st = b.ha_server.status()
+            pushed = max(b.ha_server.max_acked, 0)  # Java's push2SlaveMaxOffset starts at 0
+            out.update({
+                "haServerAddr": b.ha_address,
+                "haSlaveNum": str(len(st.slaves)),
+                "haInSyncSlaveNum": str(sum(s.lag < HA_MAX_GAP_NOT_IN_SYNC for s in st.slaves)),
+                "slaveFallBehindMuch": str(max(0, st.max_offset - pushed)),
+                "haSlaveLagMillis": str(max((s.lag_ms for s in st.slaves), default=0)),
+            })
+        if b.ha_client is not None:
+            cs = b.ha_client.status()
+            out.update({
+                "haMasterAddress": cs.master_address,
+                "masterAddr": b.master_addr,
+                "haConnected": str(cs.connected).lower(),
+                "haMasterMaxOffset": str(cs.master_offset),
+                "haLastReadTimestamp": str(cs.last_read_ms),
+            })
+        return out
+
+    def ha_status(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, None, None,
+                            json.dumps(self.ha_runtime_info(), separators=(",", ":")).encode())
+
+    def ha_runtime_info(self) -> dict[str, object]:
+        """The ``HARuntimeInfo`` body of GET_BROKER_HA_STATUS (see the module docstring)."""
+        b = self.broker
+        connections: list[dict[str, object]] = []
+        client: dict[str, object] = {"masterAddr": None, "transferredByteInSecond": 0,
+                                     "maxOffset": 0, "lastReadTimestamp": 0,
+                                     "lastWriteTimestamp": 0, "masterFlushOffset": 0}
+        info: dict[str, object] = {"master": b.ha_server is not None,
+                                   "masterCommitLogMaxOffset": 0, "inSyncSlaveNums": 0,
+                                   "haConnectionInfo": connections,
+                                   "haClientRuntimeInfo": client}
+        if b.ha_server is not None:
+            st = b.ha_server.status()
+            info["masterCommitLogMaxOffset"] = st.max_offset
+            info["inSyncSlaveNums"] = sum(s.lag < HA_MAX_GAP_NOT_IN_SYNC for s in st.slaves)
+            for s in st.slaves:
+                in_sync = s.lag < HA_MAX_GAP_NOT_IN_SYNC
+                connections.append({
+                    "addr": s.address, "slaveAckOffset": s.acked_offset, "diff": s.lag,
+                    "inSync": in_sync, "transferredByteInSecond": 0,
+                    "transferFromWhere": s.transfer_from, "lagMillis": s.lag_ms,
+                    "lastReportTimestamp": s.last_report_ms,
+                })
+        if b.ha_client is not None:
+            cs = b.ha_client.status()
+            client.update(masterAddr=cs.master_address or None, maxOffset=cs.max_offset,
+                          lastReadTimestamp=cs.last_read_ms)
+        return info
 
 
 def _runtime(boot_ms: int) -> str:

@@ -6,9 +6,10 @@ once after a topic change), persisting consumer offsets, expiring silent clients
 Start: open the store (recovering it if needed) in a worker thread, load the config files, listen,
 register. A master (``brokerRole`` ASYNC_MASTER or SYNC_MASTER) also serves its CommitLog to slaves
 (``ha.server.HAServer`` on ``haListenPort``); a SLAVE replicates its master's (``ha.client.HAClient``
-to ``haMasterAddress``), refuses sends (its store raises ``SlaveModeError``: SERVICE_NOT_AVAILABLE),
-serves pulls, and runs neither the timer wheel, the delay levels, POP revive nor transaction
-checks (their writes are the master's; their records reach the slave by replication).
+to ``haMasterAddress``, else to the HA address the NameServer answers its registration), refuses
+sends (its store raises ``SlaveModeError``: SERVICE_NOT_AVAILABLE), serves pulls, and runs
+neither the timer wheel, the delay levels, POP revive nor transaction checks (their writes are
+the master's; their records reach the slave by replication).
 Stop: unregister, answer held pulls, stop listening, persist the config files, shut the
 store down (flush, checkpoint, remove ``abort``).
 """
@@ -147,6 +148,7 @@ class Broker:
         PopProcessor(self.pop, self.server).register()
         self._tasks: list[asyncio.Task[None]] = []
         self._register_now: asyncio.Event | None = None
+        self.master_addr = ""  # a slave's master's Remoting address, from the NameServer
         self.running = False
 
     @property
@@ -329,9 +331,23 @@ class Broker:
                 log.warning("NameServer %s refused the registration: %d %s", addr, reply.code,
                             reply.remark)
                 return False
+            await self._learn_master(reply)
             return True
 
         return all(await asyncio.gather(*(one(a) for a in cfg.namesrv_addrs)))
+
+    async def _learn_master(self, reply: RemotingCommand) -> None:
+        """A slave's registration reply names its master (``masterAddr``) and the master's HA
+        address (``haServerAddr``); a slave without ``haMasterAddress`` replicates from the
+        latter, following it when it changes (as Java's updateMasterHAServerAddrPeriodically)."""
+        if not self.slave:
+            return
+        ext = reply.ext_fields
+        if master := ext.get("masterAddr"):
+            self.master_addr = master
+        ha_addr = ext.get("haServerAddr")
+        if ha_addr and self.ha_client is not None and not self.store_config.ha_master_address:
+            await self.ha_client.update_master_address(ha_addr)
 
     async def _unregister_all(self) -> None:
         cfg = self.config

@@ -74,7 +74,8 @@ revived or acked); ``popFromRetryProbability`` is the chance a pop reads the ret
 its revive time a checkpoint waits for acks still being written.
 
 ``brokerId`` must agree with the store's ``brokerRole`` (``check_role``): 0 for ASYNC_MASTER and
-SYNC_MASTER, more than 0 for a SLAVE, which also needs ``haMasterAddress``.
+SYNC_MASTER, more than 0 for a SLAVE, which also needs ``haMasterAddress`` or a ``namesrvAddr``
+(then it replicates from the master's HA address the NameServer answers its registration).
 """
 
 from __future__ import annotations
@@ -235,7 +236,8 @@ _KEYS: dict[str, str] = {f.name: f.metadata["key"] for f in fields(BrokerConfig)
 
 def check_role(config: BrokerConfig, store: StoreConfig) -> None:
     """Refuse a ``brokerId`` that contradicts ``brokerRole`` (a SLAVE with brokerId 0, a master
-    with brokerId > 0), and a SLAVE without ``haMasterAddress``. Raises ``ConfigError``."""
+    with brokerId > 0), and a SLAVE with neither ``haMasterAddress`` nor a NameServer (whose reply to
+its registration names the master's HA address). Raises ``ConfigError``."""
     role = store.broker_role
     if store.is_slave and config.broker_id == 0:
         raise ConfigError("brokerRole=SLAVE with brokerId=0: a slave needs a brokerId above 0 "
@@ -243,5 +245,6 @@ def check_role(config: BrokerConfig, store: StoreConfig) -> None:
     if not store.is_slave and config.broker_id > 0:
         raise ConfigError(f"brokerRole={role} with brokerId={config.broker_id}: a master has "
                           "brokerId=0 (set brokerRole=SLAVE for a slave)")
-    if store.is_slave and not store.ha_master_address:
-        raise ConfigError("brokerRole=SLAVE needs haMasterAddress (the master's host:haListenPort)")
+    if store.is_slave and not store.ha_master_address and not config.namesrv_addrs:
+        raise ConfigError("brokerRole=SLAVE needs haMasterAddress (the master's host:haListenPort) "
+                          "or a namesrvAddr to learn it from")

@@ -11,13 +11,26 @@ first one did. Bounded by ``--max`` and by an idle timeout: it stops once the DL
 for ``--idle`` seconds. It also stops at the first dead letter it cannot re-send (no original
 topic, a failed send), having committed only what went before it: nothing is skipped for good, a
 re-run starts there.
+
+``haStatus`` (mqadmin's name and options): the replication state of a broker (``-b``) or of
+every master of a cluster (``-c``, masters from the NameServer's GET_BROKER_CLUSTER_INFO), from
+GET_BROKER_HA_STATUS (907, ``HARuntimeInfo``, see ``broker/admin.py``). For a master, each
+connected slave's address, acked offset (its CommitLog max offset as last reported), lag in bytes
+(the master's max offset - acked: HAConnectionRuntimeInfo's ``diff``, mqadmin's ``#Diff``), lag
+in seconds and whether it is in sync (lag below 256 MiB, RocketMQ's haMaxGapNotInSync). RocketMQ
+has no lag in time; rocketlite's is the time since the slave was last known to hold everything
+the master held (``lagMillis``, defined in ``broker/ha/server.py``): 0 once it caught up, growing
+by the second while it applies nothing. For a slave: the HA address it replicates from and its
+max offset. A broker that cannot be reached, or does not answer 907: exit 1 with one line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Annotated
+import datetime
+import json
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -26,8 +39,12 @@ from rich.table import Table
 from rocketlite.client.lite_pull_consumer import LitePullConsumer
 from rocketlite.client.message import RESERVED_PROPERTIES, Message, MessageExt
 from rocketlite.client.producer import Producer
+from rocketlite.common.errors import RemotingError
 from rocketlite.formats import properties as props
-from rocketlite.protocol.bodies import ConsumeFromWhere, MessageQueue
+from rocketlite.protocol.bodies import ClusterInfo, ConsumeFromWhere, MessageQueue
+from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.command import RemotingCommand
+from rocketlite.remoting.client import RemotingClient
 
 admin_app = typer.Typer(help="Operate a running cluster.", no_args_is_help=True)
 console = Console()
@@ -120,3 +137,131 @@ def resend_dlq_command(
                   f"(no RETRY_TOPIC and no --topic), failed {counts.failed}")
     if counts.failed:
         raise typer.Exit(1)
+
+
+# ------------------------------------------------------------------------------ haStatus
+
+HA_CALL_TIMEOUT_S = 5.0
+MASTER_ID = 0
+
+
+class HAStatusError(Exception):
+    """A broker or NameServer that could not be asked; the message is the one-line reason."""
+
+
+async def _ask(client: RemotingClient, addr: str, code: RequestCode, what: str) -> bytes:
+    try:
+        reply = await client.invoke(addr, RemotingCommand.request(code), HA_CALL_TIMEOUT_S)
+    except (RemotingError, OSError, TimeoutError) as e:
+        raise HAStatusError(f"cannot reach {what} {addr}: {str(e) or type(e).__name__}") from e
+    if reply.code != ResponseCode.SUCCESS:
+        raise HAStatusError(f"{what} {addr} answered {code.name} with code {reply.code}: "
+                            f"{reply.remark}")
+    return reply.body or b""
+
+
+def _view(addr: str, info: dict[str, Any]) -> dict[str, Any]:
+    """One broker's figures from its ``HARuntimeInfo`` (what ``--json`` prints)."""
+    if info.get("master"):
+        return {"broker": addr, "master": True,
+                "maxOffset": info.get("masterCommitLogMaxOffset", 0),
+                "inSyncSlaves": info.get("inSyncSlaveNums", 0),
+                "slaves": [{"address": c.get("addr"), "ackedOffset": c.get("slaveAckOffset"),
+                            "lagBytes": c.get("diff"),
+                            "lagSeconds": round(int(c.get("lagMillis", 0)) / 1000, 3),
+                            "inSync": c.get("inSync"),
+                            "transferFromWhere": c.get("transferFromWhere")}
+                           for c in info.get("haConnectionInfo") or []]}
+    client = info.get("haClientRuntimeInfo") or {}
+    return {"broker": addr, "master": False, "masterHaAddress": client.get("masterAddr"),
+            "maxOffset": client.get("maxOffset", 0),
+            "lastReadTimestamp": client.get("lastReadTimestamp", 0)}
+
+
+async def ha_status(broker_addr: str | None, cluster: str | None,
+                    namesrv: str | None) -> list[dict[str, Any]]:
+    """The figures of ``broker_addr``, or of each master of ``cluster`` (``namesrv`` lists its
+    brokers); ``HAStatusError`` when one cannot be asked."""
+    client = RemotingClient()
+    try:
+        if broker_addr is not None:
+            addrs = [broker_addr]
+        else:
+            assert cluster is not None and namesrv is not None
+            ns = namesrv.split(";")[0].strip()
+            body = await _ask(client, ns, RequestCode.GET_BROKER_CLUSTER_INFO, "NameServer")
+            ci = ClusterInfo.from_json(body)
+            names = ci.clusterAddrTable.get(cluster)
+            if not names:
+                raise HAStatusError(f"the NameServer {ns} knows no cluster {cluster!r}")
+            addrs = sorted(addr for name in names
+                           if (bd := ci.brokerAddrTable.get(name)) is not None
+                           and (addr := bd.brokerAddrs.get(MASTER_ID)) is not None)
+            if not addrs:
+                raise HAStatusError(f"cluster {cluster!r} has no master registered at {ns}")
+        out = []
+        for addr in addrs:
+            body = await _ask(client, addr, RequestCode.GET_BROKER_HA_STATUS, "broker")
+            try:
+                info = json.loads(body)
+            except ValueError as e:
+                raise HAStatusError(f"broker {addr} answered GET_BROKER_HA_STATUS with a body "
+                                    f"that is not JSON: {e}") from e
+            out.append(_view(addr, info))
+        return out
+    finally:
+        await client.close()
+
+
+def _print_ha(view: dict[str, Any]) -> None:
+    if not view["master"]:
+        ms = int(view["lastReadTimestamp"])
+        last = (datetime.datetime.fromtimestamp(ms / 1000).isoformat(sep=" ", timespec="milliseconds")
+                if ms > 0 else "never")
+        console.print(f"slave {view['broker']} of HA address "
+                      f"{view['masterHaAddress'] or '(unknown yet)'}: CommitLog max offset "
+                      f"{view['maxOffset']}, last frame from the master {last}",
+                      soft_wrap=True, highlight=False)
+        return
+    slaves = view["slaves"]
+    console.print(f"master {view['broker']}: CommitLog max offset {view['maxOffset']}, "
+                  f"{len(slaves)} slave(s), {view['inSyncSlaves']} in sync",
+                  soft_wrap=True, highlight=False)
+    if not slaves:
+        return
+    t = Table()
+    for col in ("slave", "acked offset", "lag (bytes)", "lag (s)", "in sync", "from"):
+        t.add_column(col, justify="left" if col == "slave" else "right")
+    for sl in slaves:
+        t.add_row(str(sl["address"]), str(sl["ackedOffset"]), str(sl["lagBytes"]),
+                  f"{sl['lagSeconds']:.3f}", "OK" if sl["inSync"] else "Fall Behind",
+                  str(sl["transferFromWhere"]))
+    console.print(t)
+
+
+@admin_app.command("haStatus")
+def ha_status_command(
+    namesrv: Annotated[str | None, typer.Option(
+        "-n", "--namesrv", help="NameServer address(es), host:port[;host:port] (with -c)")] = None,
+    broker_addr: Annotated[str | None, typer.Option(
+        "-b", "--broker-addr", help="the broker to ask, host:port")] = None,
+    cluster: Annotated[str | None, typer.Option(
+        "-c", "--cluster", help="ask every master of this cluster (needs -n)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Replication state: each master's slaves, their acked offsets and lag."""
+    if (broker_addr is None) == (cluster is None):
+        raise typer.BadParameter("give exactly one of -b/--broker-addr and -c/--cluster",
+                                 param_hint="-b/-c")
+    if cluster is not None and not namesrv:
+        raise typer.BadParameter("-c/--cluster needs -n/--namesrv", param_hint="-n")
+    try:
+        views = asyncio.run(ha_status(broker_addr, cluster, namesrv))
+    except HAStatusError as e:
+        typer.echo(f"haStatus: {e}", err=True)
+        raise typer.Exit(1) from e
+    if as_json:
+        print(json.dumps(views, indent=2))
+        return
+    for view in views:
+        _print_ha(view)

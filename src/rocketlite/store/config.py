@@ -43,10 +43,11 @@ MessageStoreConfig as in Java. ``brokerRole`` is ASYNC_MASTER, SYNC_MASTER or SL
 store refuses sends (``SlaveModeError``) and takes CommitLog bytes from its master only.
 ``haListenPort`` -1 (the default) means ``listenPort + 1`` (an ephemeral port when ``listenPort``
 is 0); the master listens there for slaves. ``haMasterAddress`` is the master's HA address
-(``host:haListenPort``), for a slave. ``haSendHeartbeatInterval``: the master sends an empty
-frame, and the slave reports its offset, at least this often; ``haHousekeepingInterval``: either
-side closes a connection that was silent this long; ``haTransferBatchSize``: the largest body of
-one transfer frame.
+(``host:haListenPort``), for a slave; without it the slave replicates from the address the
+NameServer answers its registration with (the master's registered ``haServerAddr``).
+``haSendHeartbeatInterval``: the master sends an empty frame, and the slave reports its offset,
+at least this often; ``haHousekeepingInterval``: either side closes a connection that was silent
+this long; ``haTransferBatchSize``: the largest body of one transfer frame.
 
 ``messageDelayLevel`` is the delay level table (``formats/delay.py``): the dispatcher needs it for
 the tag code (deliver time) of ``SCHEDULE_TOPIC_XXXX`` records, as in RocketMQ's MessageStoreConfig.

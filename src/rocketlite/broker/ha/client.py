@@ -7,6 +7,10 @@ its phyOffset first; one above it is a protocol error (the connection closes and
 reconnects), except that an empty slave takes a first frame at any segment boundary. A master
 silent for ``haHousekeepingInterval`` (it sends heartbeats every ``haSendHeartbeatInterval``), a
 closed connection or an unreachable master: reconnect after 0.5 s, doubling to 5 s while it fails.
+
+The master's address is ``haMasterAddress`` or, without it, the ``haServerAddr`` the NameServer
+answers to the slave's registration (the broker calls ``update_master_address``): an empty
+address waits for it, and a new one closes the connection to the old master and connects there.
 """
 
 from __future__ import annotations
@@ -51,11 +55,30 @@ class HAClient:
         self.last_read_ms = 0
         self.truncations = 0
         self._task: asyncio.Task[None] | None = None
+        self._started = False
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="ha-client")
+        self._started = True
+        if self.master_address and self._task is None:
+            self._task = asyncio.create_task(self._run(), name="ha-client")
 
     async def close(self) -> None:
+        self._started = False
+        await self._stop_task()
+
+    async def update_master_address(self, address: str) -> None:
+        """Replicate from ``address`` from now on (the master's HA address as the NameServer
+        knows it); a no-op when it is the current one."""
+        if address == self.master_address:
+            return
+        log.info("HA: master address %s (was %s)", address, self.master_address or "unknown")
+        started = self._started
+        await self._stop_task()
+        self.master_address = address
+        if started:
+            await self.start()
+
+    async def _stop_task(self) -> None:
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -30,6 +30,15 @@ boundary.
 ``wait_for_ack`` returns a future resolved once any slave has acked an offset; under SYNC_MASTER
 ``transfer`` (``transfer.GroupTransfer``) holds the sends' waits for the slave, told of each new
 acked offset. ``status`` gives each slave's acked offset, lag and last report time.
+
+Lag in time (rocketlite's figure; RocketMQ's haStatus shows bytes only): 0 when the slave has
+acked the master's max offset, else the time since the latest moment the slave is known to have
+held everything the master had then. At each report the master notes ``(now, its max offset)``;
+a later report whose acked offset reaches a noted max offset moves "caught up at" to that note's
+time. So a slave that keeps up under load shows about one report interval, and one that stopped
+applying shows a figure that grows by the second. Before its first catch-up on a connection the
+time counts from the connection (a lower bound). At most ``LAG_NOTES`` notes are kept per slave;
+past that none is added, which can only make the figure larger, never smaller.
 """
 
 from __future__ import annotations
@@ -42,6 +51,7 @@ import itertools
 import logging
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 
 from rocketlite.broker.ha.transfer import GroupTransfer
@@ -51,6 +61,9 @@ from rocketlite.store.config import StoreConfig
 from rocketlite.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
+
+
+LAG_NOTES = 4096
 
 
 def now_ms() -> int:
@@ -63,6 +76,8 @@ class SlaveStatus:
     acked_offset: int  # -1 before the first report
     lag: int  # bytes: the master's max offset - acked_offset
     last_report_ms: int  # wall-clock ms of the last report (0: none yet)
+    lag_ms: int = 0  # time behind (see the module docstring): 0 when lag is 0
+    transfer_from: int = -1  # where the transfer started (-1 before the first report)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +87,7 @@ class MasterStatus:
 
 
 class _Slave:
-    __slots__ = ("acked", "address", "last_report_ms", "start", "wake")
+    __slots__ = ("acked", "address", "caught_up_ms", "last_report_ms", "notes", "start", "wake")
 
     def __init__(self, address: str) -> None:
         self.address = address
@@ -80,6 +95,27 @@ class _Slave:
         self.last_report_ms = 0
         self.start: int | None = None  # where the transfer starts, set by the first report
         self.wake = asyncio.Event()
+        # The latest time the slave is known to have held all the master had (see the module
+        # docstring); the connection time until then. ``notes``: (time, master max offset) at
+        # reports the slave was behind, oldest first.
+        self.caught_up_ms = now_ms()
+        self.notes: deque[tuple[int, int]] = deque()
+
+    def note_report(self, acked: int, top: int, now: int) -> None:
+        """Record a report of ``acked`` while the master's max offset is ``top``."""
+        notes = self.notes
+        while notes and notes[0][1] <= acked:
+            self.caught_up_ms = notes.popleft()[0]
+        if acked >= top:
+            self.caught_up_ms = now
+            notes.clear()
+        elif len(notes) < LAG_NOTES and (not notes or notes[-1][1] < top):
+            notes.append((now, top))
+
+    def lag_ms(self, top: int, now: int) -> int:
+        if self.acked >= top:
+            return 0
+        return max(0, now - self.caught_up_ms)
 
 
 class HAServer:
@@ -153,9 +189,11 @@ class HAServer:
 
     def status(self) -> MasterStatus:
         top = self.store.commitlog.max_offset
+        now = now_ms()
         return MasterStatus(top, [
             SlaveStatus(s.address, s.acked, top - s.acked if s.acked >= 0 else top,
-                        s.last_report_ms)
+                        s.last_report_ms, s.lag_ms(top, now),
+                        s.start if s.start is not None else -1)
             for s in self._slaves
         ])
 
@@ -216,6 +254,7 @@ class HAServer:
                 return
             slave.acked = offset
             slave.last_report_ms = now_ms()
+            slave.note_report(offset, self.store.commitlog.max_offset, slave.last_report_ms)
             if slave.start is None:
                 slave.start = self._start_offset(slave, offset)
                 slave.wake.set()

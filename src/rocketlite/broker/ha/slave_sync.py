@@ -7,8 +7,8 @@
   slave has are kept, as Java's ``putAll`` keeps them);
 - GET_ALL_DELAY_OFFSET (45): written to the slave's ``delayOffset.json`` as is and loaded, so a
   slave promoted by hand resumes the delay levels where the master was;
-- GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): the group table, taken whole when its dataVersion
-  differs;
+- GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): the group table, taken whole when it or its
+  dataVersion differs;
 
 and persists each table as the master does. The four are independent: one that fails (logged) does
 not keep the others from being applied.
@@ -178,10 +178,11 @@ class SlaveSynchronize:
         wrapper = SubscriptionGroupWrapper.from_json(
             await self._get(master, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))
         subs = self.broker.subscriptions
-        if subs.data_version == wrapper.dataVersion:
-            return
         for name, sgc in wrapper.subscriptionGroupTable.items():
             sgc.groupName = name
+        # The tables are compared too: a group's deletion leaves the dataVersion as it was.
+        if subs.data_version == wrapper.dataVersion and subs.table == wrapper.subscriptionGroupTable:
+            return
         with subs.lock:
             subs.table = dict(wrapper.subscriptionGroupTable)
             subs.data_version = _copy(wrapper.dataVersion)

@@ -172,7 +172,8 @@ async def test_sync_once_copies_topics_groups_and_offsets(tmp_path: Path) -> Non
         cfg = tmp_path / "s" / "config"
         topics = TopicConfigSerializeWrapper.from_json((cfg / "topics.json").read_bytes())
         assert "SyncA" in topics.topicConfigTable
-        assert b"SyncA@G1" in (cfg / "consumerOffset.json").read_bytes()
+        offsets_file = cfg / "consumerOffset.json"  # written by the persist loop (200 ms)
+        await eventually(lambda: offsets_file.exists() and b"SyncA@G1" in offsets_file.read_bytes())
         groups = SubscriptionGroupWrapper.from_json((cfg / "subscriptionGroup.json").read_bytes())
         assert groups.subscriptionGroupTable["G1"].retryMaxTimes == 5
         delay = DelayOffsetSerializeWrapper.from_json((cfg / "delayOffset.json").read_bytes())

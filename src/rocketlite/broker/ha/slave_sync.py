@@ -10,8 +10,10 @@
 - GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): the group table, taken whole when it or its
   dataVersion differs;
 
-and persists each table as the master does. The four are independent: one that fails (logged) does
-not keep the others from being applied.
+and persists each table as the master does (the offsets with the broker's periodic offset persist).
+The files are written on the event loop, as the managers write them after a change, so that no two
+writes of one file (each through the same ``.tmp``) overlap. The four are independent: one that
+fails (logged) does not keep the others from being applied.
 
 The master's Remoting address: ``master_address`` when set, else the address of brokerId 0 under
 this broker's name in the first NameServer's cluster info (GET_BROKER_CLUSTER_INFO) that has one.
@@ -66,6 +68,7 @@ class SlaveSynchronize:
         self.last_master: str | None = None  # the master of the last round that found one
         self.last_sync_ms = 0  # wall-clock ms of the last round that reached the master
         self.rounds = 0  # rounds that reached the master
+        self._round = asyncio.Lock()  # one round at a time (the loop's and a caller's)
 
     # -- loop ------------------------------------------------------------------------------
 
@@ -79,7 +82,12 @@ class SlaveSynchronize:
             await asyncio.sleep(self.interval_s)
 
     async def sync_once(self) -> bool:
-        """One round; True if the master was found and asked (each table applied or logged)."""
+        """One round; True if the master was found and asked (each table applied or logged).
+        A round started while another runs waits for it."""
+        async with self._round:
+            return await self._sync_once()
+
+    async def _sync_once(self) -> bool:
         master = await self.find_master()
         if master is None:
             return False
@@ -149,7 +157,7 @@ class SlaveSynchronize:
             removed = [name for name in topics.table if name not in new]
             topics.table = dict(new)
             topics.data_version = _copy(wrapper.dataVersion)
-        await asyncio.to_thread(topics.persist)
+        topics.persist()
         if changed or removed:
             log.info("slave sync: topics from %s: %d created or changed, %d removed", master,
                      len(changed), len(removed))
@@ -164,15 +172,14 @@ class SlaveSynchronize:
         wrapper = ConsumerOffsetSerializeWrapper.from_json(
             await self._get(master, RequestCode.GET_ALL_CONSUMER_OFFSET))
         offsets = self.broker.offsets
-        offsets.put_all(wrapper.offsetTable)
-        await asyncio.to_thread(offsets.persist)
+        offsets.put_all(wrapper.offsetTable)  # written by the broker's offset persist loop
 
     async def sync_delay_offsets(self, master: str) -> None:
         body = await self._get(master, RequestCode.GET_ALL_DELAY_OFFSET)
         DelayOffsetSerializeWrapper.from_json(body)  # refuse what the file could not hold
         schedule = self.broker.schedule
-        await asyncio.to_thread(config_file.save, schedule.path, body)
-        await asyncio.to_thread(schedule.load)
+        config_file.save(schedule.path, body)
+        schedule.load()
 
     async def sync_groups(self, master: str) -> None:
         wrapper = SubscriptionGroupWrapper.from_json(
@@ -186,7 +193,7 @@ class SlaveSynchronize:
         with subs.lock:
             subs.table = dict(wrapper.subscriptionGroupTable)
             subs.data_version = _copy(wrapper.dataVersion)
-        await asyncio.to_thread(subs.persist)
+        subs.persist()
 
 
 def _copy(dv: DataVersion) -> DataVersion:

@@ -254,6 +254,7 @@ async def test_pulls_suggest_the_slave_to_a_consumer_far_behind(tmp_path: Path) 
     async with pair(tmp_path) as p:
         master = await p.start_master()
         master.topics.create_plain("Far", 1)
+        master.topics.create_plain("NotYet", 1)  # no message: no queue on either broker
         slave = await p.start_slave()
         master.store.put_messages([
             MessageToStore(topic="Far", body=bytes([i]) * 2000, queue_id=0, born_timestamp=1,
@@ -274,6 +275,13 @@ async def test_pulls_suggest_the_slave_to_a_consumer_far_behind(tmp_path: Path) 
         assert await suggested(master, 9) == "0"  # the last record: in memory
         assert await suggested(slave, 0) == "1"  # still behind: stay on the slave
         assert await suggested(slave, 9) == "0"  # caught up: back to the master
+        # an offset beyond a slave's queue is kept (replication may be behind); a master moves it
+        r = await p.call(slave, RequestCode.PULL_MESSAGE, _pull("Far", 50))
+        assert (r.code, r.ext_fields["nextBeginOffset"]) == (ResponseCode.PULL_NOT_FOUND, "50")
+        r = await p.call(slave, RequestCode.PULL_MESSAGE, _pull("NotYet", 5))
+        assert (r.code, r.ext_fields["nextBeginOffset"]) == (ResponseCode.PULL_NOT_FOUND, "5")
+        r = await p.call(master, RequestCode.PULL_MESSAGE, _pull("Far", 50))
+        assert (r.code, r.ext_fields["nextBeginOffset"]) == (ResponseCode.PULL_OFFSET_MOVED, "0")
         # a group may name other brokers (Java's whichBrokerWhenConsumeSlowly / brokerId)
         master.subscriptions.update(SubscriptionGroupConfig(groupName="SG",
                                                             whichBrokerWhenConsumeSlowly=2))

@@ -31,6 +31,9 @@ class ConsumerOffsetManager:
         self.path = path
         self.table: dict[str, dict[int, int]] = {}
         self.lock = threading.Lock()
+        # One write at a time: the periodic persist runs in a worker thread that a closing
+        # broker cannot stop, and two writes of the file share its ``.tmp``.
+        self._write_lock = threading.Lock()
         self._dirty = False
 
     @staticmethod
@@ -90,12 +93,13 @@ class ConsumerOffsetManager:
     def persist(self, force: bool = True) -> None:
         if not force and not self._dirty:
             return
-        data = self.encode()
-        try:
-            config_file.save(self.path, data)
-        except BaseException:
-            self._dirty = True  # not saved: the next periodic persist tries again
-            raise
+        with self._write_lock:
+            data = self.encode()
+            try:
+                config_file.save(self.path, data)
+            except BaseException:
+                self._dirty = True  # not saved: the next periodic persist tries again
+                raise
 
     # -- offsets ---------------------------------------------------------------------------
 

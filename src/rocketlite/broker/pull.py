@@ -15,6 +15,11 @@ OFFSET_FOUND_NULL, OFFSET_OVERFLOW_ONE     PULL_NOT_FOUND (19)
 OFFSET_OVERFLOW_BADLY, OFFSET_TOO_SMALL    PULL_OFFSET_MOVED (21), nextBeginOffset corrected
 =========================================  ===========================================
 
+On a SLAVE an offset beyond the queue's end (or a queue it does not have yet) is no reason to move
+the consumer: it answers PULL_NOT_FOUND at the requested offset, held like any other, until
+replication brings the messages (Java answers PULL_RETRY_IMMEDIATELY at the same offset, which
+makes a consumer of a slave without its master spin).
+
 PULL_NOT_FOUND with the SUSPEND flag is held (``long_polling``) for ``suspendTimeoutMillis``
 (``shortPollingTimeMills`` when long polling is off) and answered when messages arrive or time is
 up. With COMMIT_OFFSET the request's ``commitOffset`` is stored as the group's offset first (on a
@@ -76,6 +81,10 @@ def total_physical_memory() -> int:
         return 0
 
 
+# On a slave, offsets beyond its queues are not corrected (Java's nextOffsetCorrection without
+# offsetCheckInSlave): replication may simply not have brought the messages yet.
+_AHEAD_OF_SLAVE = frozenset({_ST.OFFSET_OVERFLOW_BADLY, _ST.NO_MATCHED_LOGIC_QUEUE,
+                             _ST.NO_MESSAGE_IN_QUEUE})
 _CODES = {
     _ST.FOUND: _RC.SUCCESS,
     _ST.NO_MATCHED_MESSAGE: _RC.PULL_RETRY_IMMEDIATELY,
@@ -180,8 +189,13 @@ class PullProcessor:
                                         tag_filter)
         status = result.status
         code = _CODES.get(status)
+        next_begin = result.next_begin_offset
         if code is None:  # NO_MATCHED_LOGIC_QUEUE, NO_MESSAGE_IN_QUEUE
             code = _RC.PULL_OFFSET_MOVED if start != 0 else _RC.PULL_NOT_FOUND
+        if code == _RC.PULL_OFFSET_MOVED and status in _AHEAD_OF_SLAVE and not cfg.is_master:
+            # A slave behind its master: the offset is not wrong, the messages are on their
+            # way. Held as "no new message" at the same offset (the consumer's offset is kept).
+            code, next_begin = _RC.PULL_NOT_FOUND, start
         if allow_suspend and h.sysFlag & _COMMIT_OFFSET and cfg.is_master:
             self.broker.offsets.commit(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
         if code == _RC.PULL_NOT_FOUND and allow_suspend and h.sysFlag & _SUSPEND:
@@ -194,7 +208,7 @@ class PullProcessor:
             self.broker.stats.got_messages += len(result.sizes)
         return cmd.response(code, status.value, {
             "suggestWhichBrokerId": self._suggest(h.consumerGroup, result.body, result.sizes),
-            "nextBeginOffset": str(result.next_begin_offset),
+            "nextBeginOffset": str(next_begin),
             "minOffset": str(result.min_offset),
             "maxOffset": str(result.max_offset),
         }, result.body)

@@ -2,7 +2,10 @@
 (15), SEARCH_OFFSET_BY_TIMESTAMP (29), GET_MAX_OFFSET (30), GET_MIN_OFFSET (31),
 GET_EARLIEST_MSG_STORETIME (32), QUERY_MESSAGE (12), VIEW_MESSAGE_BY_ID (33),
 UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21),
-GET_BROKER_RUNTIME_INFO (28) and GET_BROKER_HA_STATUS (907).
+GET_BROKER_RUNTIME_INFO (28), GET_BROKER_HA_STATUS (907), and what a slave syncs from its master
+besides the topics: GET_ALL_CONSUMER_OFFSET (43, ``consumerOffset.json``'s content, a
+ConsumerOffsetSerializeWrapper) and GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201, a
+SubscriptionGroupWrapper). GET_ALL_DELAY_OFFSET (45) is the schedule service's.
 
 Replication figures. RocketMQ's runtime info (4.x and 5.x ``prepareRuntimeInfo``) has no HA
 key; 5.x answers them to GET_BROKER_HA_STATUS with an ``HARuntimeInfo`` body, which mqadmin
@@ -40,9 +43,15 @@ import time
 from typing import TYPE_CHECKING
 
 from rocketlite import __version__
+from rocketlite.broker.subscriptions import SubscriptionGroupWrapper
 from rocketlite.broker.topics import TopicError, is_system_topic
 from rocketlite.common.errors import FormatError
-from rocketlite.protocol.bodies import KVTable, TopicConfig, TopicFilterType
+from rocketlite.protocol.bodies import (
+    ConsumerOffsetSerializeWrapper,
+    KVTable,
+    TopicConfig,
+    TopicFilterType,
+)
 from rocketlite.protocol.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.headers import (
@@ -89,6 +98,8 @@ class AdminProcessor:
             (RequestCode.GET_ALL_TOPIC_CONFIG, self.all_topic_config),
             (RequestCode.GET_BROKER_RUNTIME_INFO, self.runtime_info),
             (RequestCode.GET_BROKER_HA_STATUS, self.ha_status),
+            (RequestCode.GET_ALL_CONSUMER_OFFSET, self.all_consumer_offset),
+            (RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, self.all_subscription_group),
         ):
             server.register(code, fn)
 
@@ -108,6 +119,20 @@ class AdminProcessor:
         h = UpdateConsumerOffsetRequestHeader.from_ext(cmd.ext_fields)
         self.broker.offsets.commit(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
         return cmd.response(ResponseCode.SUCCESS)
+
+    def all_consumer_offset(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_ALL_CONSUMER_OFFSET (43): what ``consumerOffset.json`` would hold now (bare
+        integer queue ids, as Java's ``ConsumerOffsetManager.encode()``)."""
+        body = ConsumerOffsetSerializeWrapper(offsetTable=self.broker.offsets.snapshot())
+        return cmd.response(ResponseCode.SUCCESS, None, None, body.to_json(legacy=True))
+
+    def all_subscription_group(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): ``subscriptionGroup.json``'s content."""
+        subs = self.broker.subscriptions
+        with subs.lock:
+            wrapper = SubscriptionGroupWrapper(subscriptionGroupTable=dict(subs.table),
+                                               dataVersion=subs.data_version)
+        return cmd.response(ResponseCode.SUCCESS, None, None, wrapper.to_json())
 
     def search_offset(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = SearchOffsetRequestHeader.from_ext(cmd.ext_fields)

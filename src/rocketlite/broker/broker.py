@@ -30,6 +30,7 @@ from rocketlite.broker.clients import ConsumerManager, ProducerManager
 from rocketlite.broker.config import PERM_READ, PERM_WRITE, BrokerConfig, check_role
 from rocketlite.broker.ha.client import HAClient
 from rocketlite.broker.ha.server import HAServer
+from rocketlite.broker.ha.slave_sync import SlaveSynchronize
 from rocketlite.broker.locks import RebalanceLockManager
 from rocketlite.broker.long_polling import PullRequestHoldService
 from rocketlite.broker.offsets import ConsumerOffsetManager
@@ -102,6 +103,8 @@ class Broker:
         self.ha_client: HAClient | None = (
             HAClient(self.store, store_config, store_config.ha_master_address)
             if self.slave else None)
+        # A slave copies its master's topics, offsets and groups (``ha.slave_sync``).
+        self.slave_sync = SlaveSynchronize(self) if self.slave else None
         self.server = RemotingServer(
             "0.0.0.0", store_config.listen_port, name="broker", limits=config.remoting_limits(),
         )
@@ -204,6 +207,8 @@ class Broker:
             asyncio.create_task(self._persist_loop(), name="broker-persist"),
             asyncio.create_task(self._scan_loop(), name="broker-scan"),
         ]
+        if self.slave_sync is not None:
+            self._tasks.append(asyncio.create_task(self.slave_sync.run(), name="slave-sync"))
         self.transactions.start()
         log.info("broker %s (%s) listening on %s, store %s", self.config.broker_name,
                  self.config.broker_cluster_name, self.address, self.store_config.store_path_root_dir)

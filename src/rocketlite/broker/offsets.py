@@ -31,6 +31,9 @@ class ConsumerOffsetManager:
         self.path = path
         self.table: dict[str, dict[int, int]] = {}
         self.lock = threading.Lock()
+        # One write at a time: the periodic persist runs in a worker thread that a closing
+        # broker cannot stop, and two writes of the file share its ``.tmp``.
+        self._write_lock = threading.Lock()
         self._dirty = False
 
     @staticmethod
@@ -61,21 +64,42 @@ class ConsumerOffsetManager:
         with self.lock:
             self.table = table
 
+    def snapshot(self) -> dict[str, dict[int, int]]:
+        """A copy of the table (``topic@group`` -> queue id -> offset)."""
+        with self.lock:
+            return {k: dict(v) for k, v in self.table.items()}
+
     def encode(self) -> bytes:
         with self.lock:
             snapshot = {k: dict(v) for k, v in self.table.items()}
             self._dirty = False
         return fastjson.dumps({"offsetTable": snapshot}, legacy=True)
 
+    def put_all(self, table: dict[str, dict[int, int]]) -> None:
+        """Take a master's offsets (a slave's sync): each ``topic@group`` entry of ``table``
+        replaces this broker's; entries the master does not have are kept, as Java's
+        ``offsetTable.putAll`` keeps them."""
+        with self.lock:
+            for key, queues in table.items():
+                if TOPIC_GROUP_SEPARATOR not in key:
+                    continue
+                if key not in self.table and len(self.table) >= MAX_ENTRIES:
+                    log.error("consumer offsets: %d topic@group entries, not adding %s",
+                              MAX_ENTRIES, key)
+                    continue
+                self.table[key] = {q: o for q, o in queues.items() if o >= 0}
+            self._dirty = True
+
     def persist(self, force: bool = True) -> None:
         if not force and not self._dirty:
             return
-        data = self.encode()
-        try:
-            config_file.save(self.path, data)
-        except BaseException:
-            self._dirty = True  # not saved: the next periodic persist tries again
-            raise
+        with self._write_lock:
+            data = self.encode()
+            try:
+                config_file.save(self.path, data)
+            except BaseException:
+                self._dirty = True  # not saved: the next periodic persist tries again
+                raise
 
     # -- offsets ---------------------------------------------------------------------------
 

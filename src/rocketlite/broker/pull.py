@@ -15,9 +15,22 @@ OFFSET_FOUND_NULL, OFFSET_OVERFLOW_ONE     PULL_NOT_FOUND (19)
 OFFSET_OVERFLOW_BADLY, OFFSET_TOO_SMALL    PULL_OFFSET_MOVED (21), nextBeginOffset corrected
 =========================================  ===========================================
 
+On a SLAVE an offset beyond the queue's end (or a queue it does not have yet) is no reason to move
+the consumer: it answers PULL_NOT_FOUND at the requested offset, held like any other, until
+replication brings the messages (Java answers PULL_RETRY_IMMEDIATELY at the same offset, which
+makes a consumer of a slave without its master spin).
+
 PULL_NOT_FOUND with the SUSPEND flag is held (``long_polling``) for ``suspendTimeoutMillis``
 (``shortPollingTimeMills`` when long polling is off) and answered when messages arrive or time is
-up. With COMMIT_OFFSET the request's ``commitOffset`` is stored as the group's offset first.
+up. With COMMIT_OFFSET the request's ``commitOffset`` is stored as the group's offset first (on a
+master only: a slave's offsets are its master's, synced by ``ha.slave_sync``).
+
+``suggestWhichBrokerId`` (Java's, with ``slaveReadEnable``): when the last message read lies more
+than ``in_memory_bytes`` behind the CommitLog's end the consumer is "reading from disk" and is told
+to pull from the group's ``whichBrokerWhenConsumeSlowly`` (1, a slave), otherwise from the group's
+``brokerId`` (0, the master). ``in_memory_bytes`` is Java's rule, ``accessMessageInMemoryMaxRatio``
+(40) % of the machine's physical memory. A master with no slave connected always answers the
+group's ``brokerId``: there is nowhere else to read.
 Tag filtering compares ConsumeQueue tag hashes with the subscription's ``codeSet``; clients filter
 again by tag string, as in RocketMQ.
 """
@@ -26,10 +39,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import struct
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from rocketlite.broker.config import PERM_READ
+from rocketlite.formats.message_record import OFFSETS_AT
 from rocketlite.protocol.bodies import MessageModel, SubscriptionData
 from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
@@ -52,6 +68,23 @@ _RC = ResponseCode
 _COMMIT_OFFSET = int(PullSysFlag.COMMIT_OFFSET)
 _SUSPEND = int(PullSysFlag.SUSPEND)
 _SUBSCRIPTION = int(PullSysFlag.SUBSCRIPTION)
+_PHYS = struct.Struct(">q")
+_PHYS_AT = OFFSETS_AT + 8  # PHYSICALOFFSET follows QUEUEOFFSET
+ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO = 40  # Java's accessMessageInMemoryMaxRatio (percent)
+
+
+def total_physical_memory() -> int:
+    """The machine's RAM in bytes (0 when the platform does not say)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+# On a slave, offsets beyond its queues are not corrected (Java's nextOffsetCorrection without
+# offsetCheckInSlave): replication may simply not have brought the messages yet.
+_AHEAD_OF_SLAVE = frozenset({_ST.OFFSET_OVERFLOW_BADLY, _ST.NO_MATCHED_LOGIC_QUEUE,
+                             _ST.NO_MESSAGE_IN_QUEUE})
 _CODES = {
     _ST.FOUND: _RC.SUCCESS,
     _ST.NO_MATCHED_MESSAGE: _RC.PULL_RETRY_IMMEDIATELY,
@@ -69,6 +102,10 @@ class PullProcessor:
         self.config = broker.config
         self.store = broker.store
         self._subs: OrderedDict[tuple[str, str, str], SubscriptionData] = OrderedDict()
+        # A consumer whose last message read is more than this behind the CommitLog's end is
+        # told to read from a slave (tests lower it).
+        ram = total_physical_memory() or 8 << 30
+        self.in_memory_bytes = ram * ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO // 100
 
     def register(self) -> None:
         self.broker.server.register(RequestCode.PULL_MESSAGE, self.pull)
@@ -152,8 +189,13 @@ class PullProcessor:
                                         tag_filter)
         status = result.status
         code = _CODES.get(status)
+        next_begin = result.next_begin_offset
         if code is None:  # NO_MATCHED_LOGIC_QUEUE, NO_MESSAGE_IN_QUEUE
             code = _RC.PULL_OFFSET_MOVED if start != 0 else _RC.PULL_NOT_FOUND
+        if code == _RC.PULL_OFFSET_MOVED and status in _AHEAD_OF_SLAVE and not cfg.is_master:
+            # A slave behind its master: the offset is not wrong, the messages are on their
+            # way. Held as "no new message" at the same offset (the consumer's offset is kept).
+            code, next_begin = _RC.PULL_NOT_FOUND, start
         if allow_suspend and h.sysFlag & _COMMIT_OFFSET and cfg.is_master:
             self.broker.offsets.commit(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
         if code == _RC.PULL_NOT_FOUND and allow_suspend and h.sysFlag & _SUSPEND:
@@ -165,11 +207,25 @@ class PullProcessor:
         if result.sizes:
             self.broker.stats.got_messages += len(result.sizes)
         return cmd.response(code, status.value, {
-            "suggestWhichBrokerId": "0",
-            "nextBeginOffset": str(result.next_begin_offset),
+            "suggestWhichBrokerId": self._suggest(h.consumerGroup, result.body, result.sizes),
+            "nextBeginOffset": str(next_begin),
             "minOffset": str(result.min_offset),
             "maxOffset": str(result.max_offset),
         }, result.body)
+
+    def _suggest(self, group: str, body: bytes, sizes: list[int]) -> str:
+        """``suggestWhichBrokerId`` for a pull that read ``body`` (see the module doc)."""
+        sgc = self.broker.subscriptions.table.get(group)
+        home = sgc.brokerId if sgc is not None else 0
+        if not sizes:
+            return str(home)
+        last_phys = _PHYS.unpack_from(body, len(body) - sizes[-1] + _PHYS_AT)[0]
+        if self.store.commitlog.max_offset - last_phys <= self.in_memory_bytes:
+            return str(home)
+        ha = self.broker.ha_server
+        if self.config.is_master and (ha is None or not ha.slave_connected):
+            return str(home)
+        return str(sgc.whichBrokerWhenConsumeSlowly if sgc is not None else 1)
 
     def _hold(self, conn: Connection, cmd: RemotingCommand, h: PullMessageRequestHeader,
               timeout_s: float) -> bool:

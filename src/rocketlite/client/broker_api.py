@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 
 from rocketlite.client.errors import MQBrokerError, MQClientError
-from rocketlite.client.instance import ClientInstance
+from rocketlite.client.instance import MASTER_ID, ClientInstance
 from rocketlite.client.message import MessageExt, decode_messages
 from rocketlite.common.errors import FormatError
 from rocketlite.formats.message_id import decode_message_id
@@ -108,13 +108,17 @@ def _rest(reply: RemotingCommand) -> int:
 class BrokerApi:
     def __init__(self, instance: ClientInstance) -> None:
         self.instance = instance
+        # (group, queue) -> the broker id the last pull reply suggested for the next pull
+        # (Java's ``PullAPIWrapper.pullFromWhichNodeTable``); missing: the master.
+        self.pull_from: dict[tuple[str, MessageQueue], int] = {}
 
     async def _addr(self, mq: MessageQueue, master: bool = True) -> str:
         return await self.instance.require_broker_addr(mq.brokerName, mq.topic, master=master)
 
     async def _call(self, mq: MessageQueue, code: int, header: Header, body: bytes = b"",
-                    timeout: float | None = None) -> tuple[str, RemotingCommand]:  # noqa: ASYNC109
-        addr = await self._addr(mq)
+                    timeout: float | None = None,  # noqa: ASYNC109
+                    master: bool = True) -> tuple[str, RemotingCommand]:
+        addr = await self._addr(mq, master=master)
         cmd = RemotingCommand.request(code, _ext(header), body)
         return addr, await self.instance.invoke(addr, cmd, timeout)
 
@@ -125,9 +129,26 @@ class BrokerApi:
                    suspend_ms: int = 0, timeout: float | None = None,  # noqa: ASYNC109
                    expression_type: str = "TAG") -> PullResult:
         """PULL_MESSAGE; with ``suspend_ms`` the broker holds the request until a message
-        arrives or the time is up (the socket timeout must exceed it)."""
+        arrives or the time is up (the socket timeout must exceed it).
+
+        Sent where the previous reply for the queue suggested (``suggestWhichBrokerId``: a
+        slave while the consumer reads far behind, the master again once it has caught up),
+        to the master when there is no suggestion, and to a slave when the route has no
+        master (it is down). A pull to a slave does not carry the commit offset: a slave's
+        offsets are its master's (Java clears COMMIT_OFFSET likewise)."""
+        inst = self.instance
+        key = (group, mq)
+        which = self.pull_from.get(key, MASTER_ID)
+        found = inst.broker_addr_in_subscribe(mq.brokerName, which)
+        if found is None:
+            await inst.update_route(mq.topic)
+            found = inst.broker_addr_in_subscribe(mq.brokerName, which)
+        if found is None:
+            raise MQClientError(f"broker {mq.brokerName!r} has no address in the route of "
+                                f"{mq.topic!r}")
+        addr, slave = found
         flags = PullSysFlag.SUBSCRIPTION
-        if commit_offset > 0:
+        if commit_offset > 0 and not slave:
             flags |= PullSysFlag.COMMIT_OFFSET
         if suspend_ms > 0:
             flags |= PullSysFlag.SUSPEND
@@ -138,7 +159,8 @@ class BrokerApi:
             expressionType=expression_type)
         if timeout is None:
             timeout = self.instance.config.request_timeout + suspend_ms / 1000
-        addr, reply = await self._call(mq, RequestCode.PULL_MESSAGE, header, timeout=timeout)
+        reply = await inst.invoke(
+            addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, _ext(header)), timeout)
         status = _PULL_STATUS.get(reply.code)  # type: ignore[call-overload]
         if status is None:
             raise MQBrokerError(reply.code, reply.remark, addr)
@@ -146,6 +168,10 @@ class BrokerApi:
             h = PullMessageResponseHeader.from_ext(reply.ext_fields)
         except FormatError as e:
             raise MQClientError(f"the pull reply from {addr} is malformed: {e}") from e
+        if h.suggestWhichBrokerId == MASTER_ID:
+            self.pull_from.pop(key, None)
+        else:
+            self.pull_from[key] = h.suggestWhichBrokerId
         msgs = decode_messages(reply.body, mq.brokerName) if status is PullStatus.FOUND else []
         return PullResult(status, h.nextBeginOffset, h.minOffset, h.maxOffset, msgs, h.suggestWhichBrokerId)
 
@@ -237,7 +263,7 @@ class BrokerApi:
         read the whole backlog (Java clients before 5.x see that surprise)."""
         header = QueryConsumerOffsetRequestHeader(consumerGroup=group, topic=mq.topic, queueId=mq.queueId,
                                                   setZeroIfNotFound=False)
-        addr, reply = await self._call(mq, RequestCode.QUERY_CONSUMER_OFFSET, header)
+        addr, reply = await self._call(mq, RequestCode.QUERY_CONSUMER_OFFSET, header, master=False)
         if reply.code == ResponseCode.QUERY_NOT_FOUND:
             return None
         return self._offset(reply, addr)
@@ -246,11 +272,11 @@ class BrokerApi:
         header = UpdateConsumerOffsetRequestHeader(consumerGroup=group, topic=mq.topic, queueId=mq.queueId,
                                                    commitOffset=offset)
         if oneway:
-            addr = await self._addr(mq)
+            addr = await self._addr(mq, master=False)
             conn = await self.instance.connection(addr)
             conn.send_oneway(RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, _ext(header)))
             return
-        addr, reply = await self._call(mq, RequestCode.UPDATE_CONSUMER_OFFSET, header)
+        addr, reply = await self._call(mq, RequestCode.UPDATE_CONSUMER_OFFSET, header, master=False)
         if reply.code != ResponseCode.SUCCESS:
             raise MQBrokerError(reply.code, reply.remark, addr)
 

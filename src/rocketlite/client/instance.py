@@ -336,6 +336,19 @@ class ClientInstance:
             return None
         return addrs[min(addrs)]
 
+    def broker_addr_in_subscribe(self, broker_name: str, broker_id: int) -> tuple[str, bool] | None:
+        """Where to read from (Java's ``findBrokerAddressInSubscribe`` without
+        ``onlyThisBroker``): ``broker_id``'s address, else for a slave id the next id's, else
+        the master's, else the lowest id's; with whether it is a slave. None: no address known."""
+        addrs = self.broker_addrs.get(broker_name)
+        if not addrs:
+            return None
+        for bid in (broker_id, broker_id + 1) if broker_id != MASTER_ID else (broker_id,):
+            if bid in addrs:
+                return addrs[bid], bid != MASTER_ID
+        bid = MASTER_ID if MASTER_ID in addrs else min(addrs)
+        return addrs[bid], bid != MASTER_ID
+
     async def require_broker_addr(self, broker_name: str, topic: str, *, master: bool = True) -> str:
         addr = self.broker_addr(broker_name, master=master)
         if addr is None:

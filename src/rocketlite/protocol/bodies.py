@@ -491,6 +491,26 @@ class TopicConfigSerializeWrapper(JsonBody):
     mappingDataVersion: DataVersion | None = None
 
 
+@dataclass(slots=True, kw_only=True)
+class ConsumerOffsetSerializeWrapper(JsonBody):
+    """``body/ConsumerOffsetSerializeWrapper``, the body of GET_ALL_CONSUMER_OFFSET (43): every
+    committed offset, keyed ``topic@group`` then queue id. Java answers with
+    ``consumerOffset.json``'s content, whose queue ids fastjson writes as bare integers
+    (``to_json(legacy=True)``). ``dataVersion`` is absent in 4.x bodies."""
+
+    offsetTable: dict[str, dict[int, int]] = field(default_factory=dict)
+    dataVersion: DataVersion | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class DelayOffsetSerializeWrapper(JsonBody):
+    """``delayOffset.json``'s content, the body of GET_ALL_DELAY_OFFSET (45): delay level to
+    the next SCHEDULE_TOPIC_XXXX queue offset to deliver (a String to Java's client, which
+    writes it to the slave's file as is)."""
+
+    offsetTable: dict[int, int] = field(default_factory=dict)
+
+
 _I32 = struct.Struct(">i")
 MAX_INFLATED = 256 * 1024 * 1024
 

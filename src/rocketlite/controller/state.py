@@ -1,0 +1,154 @@
+"""A broker group's controller state as plain dataclasses, and their JSON values in etcd.
+
+Keys, under ``/rocketlite/<cluster>/<brokerName>/``:
+
+* ``replicas/<brokerId>``: a ``Replica`` (JSON), attached to the lease its process keeps alive;
+  the key disappears when the process stops refreshing it (crash, partition) or revokes it.
+* ``state``: a ``GroupState`` (JSON): ``masterId``, ``masterEpoch``, ``syncStateSet``,
+  ``syncStateSetEpoch``. One key, so each operation changes it with one compare-and-swap on its
+  revision: a writer that read an older epoch finds the key changed and is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from rocketlite.common.errors import RocketliteError
+
+ROOT = "/rocketlite"
+
+
+class ControllerError(RocketliteError):
+    """A controller operation that cannot be done (bad state in etcd, etcd unreachable)."""
+
+
+class StaleEpochError(ControllerError):
+    """A request made under a master epoch (or by a master) that is no longer the group's."""
+
+
+class NoCandidateError(ControllerError):
+    """No live replica may be elected (none registered, or none of the SyncStateSet alive)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Replica:
+    """One broker of a group as it registered: its id, Remoting address and HA address."""
+
+    broker_id: int
+    address: str
+    ha_address: str
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(
+            {"brokerId": self.broker_id, "address": self.address, "haAddress": self.ha_address}
+        )
+
+    @classmethod
+    def from_json(cls, data: bytes, where: str) -> Replica:
+        obj = _object(data, where)
+        try:
+            return cls(int(obj["brokerId"]), str(obj["address"]), str(obj["haAddress"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise ControllerError(f"{where}: not a replica record ({e!r}): {data!r}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupState:
+    """Who is master and who may become it. ``master_id`` is None before the first election;
+    ``master_epoch`` grows by one on every election, ``sync_state_set_epoch`` on every change of
+    ``sync_state_set`` (the brokerIds caught up with the master, the master included)."""
+
+    master_id: int | None = None
+    master_epoch: int = 0
+    sync_state_set: tuple[int, ...] = ()
+    sync_state_set_epoch: int = 0
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(
+            {
+                "masterId": self.master_id,
+                "masterEpoch": self.master_epoch,
+                "syncStateSet": list(self.sync_state_set),
+                "syncStateSetEpoch": self.sync_state_set_epoch,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: bytes, where: str) -> GroupState:
+        obj = _object(data, where)
+        try:
+            master = obj["masterId"]
+            return cls(
+                None if master is None else int(master),
+                int(obj["masterEpoch"]),
+                tuple(int(b) for b in obj["syncStateSet"]),
+                int(obj["syncStateSetEpoch"]),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise ControllerError(f"{where}: not a group state ({e!r}): {data!r}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupView:
+    """A group as read at one etcd revision: its state and its live replicas by brokerId."""
+
+    cluster: str
+    broker_name: str
+    state: GroupState
+    replicas: dict[int, Replica] = field(default_factory=dict)
+    state_revision: int = 0  # the state key's mod revision, 0 = no state key yet
+
+    @property
+    def master(self) -> Replica | None:
+        """The master's registration, None if there is no master or its lease is gone."""
+        m = self.state.master_id
+        return None if m is None else self.replicas.get(m)
+
+
+def _object(data: bytes, where: str) -> dict[str, Any]:
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError as e:
+        raise ControllerError(f"{where}: not JSON ({e}): {data!r}") from None
+    if not isinstance(obj, dict):
+        raise ControllerError(f"{where}: not a JSON object: {data!r}")
+    return obj
+
+
+def _check_name(kind: str, name: str) -> str:
+    if not name or "/" in name:
+        raise ControllerError(f"{kind} {name!r} cannot be part of an etcd key (empty or has '/')")
+    return name
+
+
+def cluster_prefix(cluster: str) -> str:
+    return f"{ROOT}/{_check_name('cluster', cluster)}/"
+
+
+def group_prefix(cluster: str, broker_name: str) -> str:
+    return f"{cluster_prefix(cluster)}{_check_name('brokerName', broker_name)}/"
+
+
+def replica_key(cluster: str, broker_name: str, broker_id: int) -> str:
+    return f"{group_prefix(cluster, broker_name)}replicas/{broker_id}"
+
+
+def state_key(cluster: str, broker_name: str) -> str:
+    return f"{group_prefix(cluster, broker_name)}state"
+
+
+def parse_key(cluster: str, key: str) -> tuple[str, str, int | None] | None:
+    """``(brokerName, kind, brokerId)`` for a key under the cluster's prefix (kind "replica" or
+    "state"; brokerId only for replicas), None for any other key."""
+    prefix = cluster_prefix(cluster)
+    if not key.startswith(prefix):
+        return None
+    parts = key[len(prefix):].split("/")
+    if len(parts) == 2 and parts[1] == "state":
+        return parts[0], "state", None
+    if len(parts) == 3 and parts[1] == "replicas" and parts[2].isdigit():
+        return parts[0], "replica", int(parts[2])
+    return None

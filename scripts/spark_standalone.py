@@ -48,6 +48,11 @@ MASTER_READY = "I have been elected leader"
 WORKER_READY = "Successfully registered with master"
 
 
+# The Popen objects of the daemons this process started, by PID: kept so that they are not
+# collected while their process runs, and so that ``down`` can reap them.
+_children: dict[int, subprocess.Popen[bytes]] = {}
+
+
 class StandaloneError(Exception):
     """A daemon did not come up (the message names it and ends with its log's tail)."""
 
@@ -122,12 +127,14 @@ def _env(directory: Path, home: Path, memory: str) -> dict[str, str]:
     return env
 
 
-def _start(directory: Path, name: str, args: list[str], env: dict[str, str]) -> tuple[Daemon, subprocess.Popen[bytes]]:
+def _start(directory: Path, name: str, args: list[str],
+           env: dict[str, str]) -> tuple[Daemon, subprocess.Popen[bytes]]:
     log = directory / f"{name}.log"
     with log.open("ab") as out, open(os.devnull, "rb") as null:
         proc = subprocess.Popen([str(Path(env["SPARK_HOME"]) / "bin" / "spark-class"), *args],
                                 stdin=null, stdout=out, stderr=subprocess.STDOUT, env=env,
                                 cwd=directory, start_new_session=True)
+    _children[proc.pid] = proc
     # spark-class execs java; the start time recorded is the process's, whatever it runs.
     return Daemon(name, proc.pid, proc_start_time(proc.pid), str(log)), proc
 
@@ -203,8 +210,8 @@ def down(directory: Path, timeout: float = 15.0) -> list[str]:
     deadline = time.monotonic() + timeout
     while any(alive(d) for d in running) and time.monotonic() < deadline:
         for d in running:  # collect our own children, else they stay zombies with a start time
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(d.pid, os.WNOHANG)
+            if d.pid in _children:
+                _children[d.pid].poll()
         time.sleep(0.1)
     for d in running:
         if alive(d):
@@ -214,9 +221,10 @@ def down(directory: Path, timeout: float = 15.0) -> list[str]:
     for d in running:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(d.pid, signal.SIGKILL)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(d.pid, 0)
     for d in cluster.daemons:
+        child = _children.pop(d.pid, None)
+        if child is not None:
+            child.wait()
         d.start_time = None
     cluster.save(directory)
     return [d.name for d in running]

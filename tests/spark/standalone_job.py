@@ -10,7 +10,10 @@ one per JVM).
 2. An exactly-once copy of the events topic to ``COPY_TOPIC`` (``deliveryGuarantee=exactly_once``,
    a fixed ``sinkId``), each message carrying the broker group it was read from; its last batch is
    replayed the same way.
-3. What the checks need, read back through the brokers and from the Parquet, to
+3. ``rocketlite spark export STORE --topic EVENTS`` of each ``--store`` (name=path), through the
+   command's own code (typer) in this process: the command runs in the active session, so on
+   the standalone cluster, without a second driver JVM and executors (about 25 s each here).
+4. What the checks need, read back through the brokers and from the Parquet, to
    ``DIR/result.json``, with the wall time of each run.
 """
 
@@ -75,6 +78,14 @@ def drop_last_commit(checkpoint: Path) -> int:
     return last
 
 
+def end_offsets(checkpoint: Path) -> dict[str, Any]:
+    """The source offsets the last planned batch ends at: the last line of the newest
+    ``offsets/N`` file (``v1``, the batch metadata, then one offset JSON per source)."""
+    last = max(int(p.name) for p in (checkpoint / "offsets").iterdir() if p.name.isdigit())
+    lines = (checkpoint / "offsets" / str(last)).read_text(encoding="utf-8").splitlines()
+    return dict(json.loads(lines[-1]))
+
+
 def copy_exactly_once(spark: Any, namesrv: str, source: str, checkpoint: Path, batch: int) -> None:
     from pyspark.sql import functions as F
 
@@ -95,13 +106,22 @@ def main() -> None:
     parser.add_argument("--namesrv", required=True)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--store", action="append", default=[], help="NAME=PATH, to export")
     args = parser.parse_args()
     example = load_example()
-    spark = session(args.master, str(ROOT / "src"))
     result: dict[str, Any] = {"timings": {}}
     timings = result["timings"]
+    began = time.monotonic()
+    spark = session(args.master, str(ROOT / "src"))
+    timings["session"] = time.monotonic() - began
     pipeline = args.out / "pipeline"
     try:
+        # a first job waits until both executors (one per worker) run Python, so that the
+        # pipeline's time is the pipeline's
+        began = time.monotonic()
+        hosts = spark.sparkContext.parallelize(range(4), 4).map(lambda _: os.getpid()).collect()
+        timings["executors"] = time.monotonic() - began
+        result["python_workers"] = len(set(hosts))
         began = time.monotonic()
         example.run_pipeline(spark, args.namesrv, pipeline, batch=args.batch)
         timings["pipeline"] = time.monotonic() - began
@@ -112,6 +132,7 @@ def main() -> None:
         began = time.monotonic()
         example.run_pipeline(spark, args.namesrv, pipeline, batch=args.batch)
         timings["pipeline_replay"] = time.monotonic() - began
+        result["pipeline_end_offsets"] = end_offsets(pipeline / "checkpoint")
 
         began = time.monotonic()
         copy_exactly_once(spark, args.namesrv, example.EVENTS_TOPIC, args.out / "copy-checkpoint",
@@ -122,6 +143,21 @@ def main() -> None:
         copy_exactly_once(spark, args.namesrv, example.EVENTS_TOPIC, args.out / "copy-checkpoint",
                           args.batch)
         timings["copy_replay"] = time.monotonic() - began
+        result["copy_end_offsets"] = end_offsets(args.out / "copy-checkpoint")
+
+        from typer.testing import CliRunner
+
+        from rocketlite.cli.main import app
+
+        began = time.monotonic()
+        for item in args.store:
+            name, _, path = item.partition("=")
+            done = CliRunner().invoke(app, ["spark", "export", path, "--out",
+                                            str(args.out / "export" / name),
+                                            "--topic", example.EVENTS_TOPIC])
+            if done.exit_code != 0:
+                raise RuntimeError(f"export of {path}: {done.output}") from done.exception
+        timings["export"] = time.monotonic() - began
 
         def topic(name: str, *cols: str) -> list[dict[str, Any]]:
             df = (spark.read.format("rocketmq").option("nameserver", args.namesrv)

@@ -4,7 +4,8 @@
 processes; scripts/spark_standalone.py starts a Spark master and two workers (1 core each) from
 the installed pyspark. A topic spread over both groups is read by the example pipeline and by an
 exactly-once copy (tests/spark/standalone_job.py, a driver process on ``spark://``), each with its
-last batch replayed; ``rocketlite spark export --master spark://...`` reads each group's store.
+last batch replayed; ``rocketlite spark export`` (run by that driver, in its session) reads each
+group's store.
 Everything runs on 127.0.0.1 and is stopped in ``finally``.
 """
 
@@ -102,28 +103,22 @@ async def produce(ns: str, start: int) -> tuple[dict[str, str], list[dict[str, A
     return sent, events
 
 
-def export(store: Path, out: Path, master: str) -> subprocess.Popen[str]:
-    """``rocketlite spark export STORE`` of the events topic on ``master``, one core."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "rocketlite", "spark", "export", str(store), "--out", str(out),
-         "--topic", EVENTS, "--master", master, "--conf", f"spark.executorEnv.PYTHONPATH={SRC}",
-         "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.cores.max=1",
-         "--conf", "spark.executor.memory=512m", "--conf", "spark.driver.memory=512m"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
-
-
 def test_pipeline_and_export_on_standalone_cluster(tmp_path: Path) -> None:
     cluster_dir, spark_dir, out = tmp_path / "cluster", tmp_path / "spark", tmp_path / "out"
     base = free_base(1 + 2 * 3)
     ns = f"127.0.0.1:{base}"
     began = time.monotonic()
+    daemons: list[int] = []
     try:
         r = run("-m", "rocketlite", "cluster", "up", "--dir", str(cluster_dir), "--brokers", "2",
                 "--replicas", "1", "--base-port", str(base), "--topic", EVENTS, "--topic", STATS,
                 "--topic", COPY, "--queues", "4", timeout=90)
         assert r.returncode == 0, r.stdout + r.stderr
+        print(f"cluster up: {time.monotonic() - began:.1f} s")
+        began_spark = time.monotonic()
         spark = standalone.up(spark_dir, workers=2, cores=1, memory="512m", timeout=90)
         daemons = [d.pid for d in spark.daemons]
+        print(f"spark standalone up: {time.monotonic() - began_spark:.1f} s")
         assert len(daemons) == 3 and all(standalone.proc_start_time(p) for p in daemons)
 
         start = 1_700_000_040_000 - 1_700_000_040_000 % MINUTE
@@ -133,29 +128,24 @@ def test_pipeline_and_export_on_standalone_cluster(tmp_path: Path) -> None:
 
         job = run(str(ROOT / "tests" / "spark" / "standalone_job.py"), "--master",
                   spark.master_url, "--namesrv", ns, "--out", str(out), "--batch", str(BATCH),
+                  *(f"--store={g}={cluster_dir / f'{g}-0' / 'store'}" for g in GROUPS),
                   timeout=240)
         assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-6000:]
         res: dict[str, Any] = json.loads((out / "result.json").read_text())
         print("timings (s):", {k: round(v, 1) for k, v in res["timings"].items()})
 
         # the source read every message of both groups
+        print("pipeline batches:", res["pipeline_batches"])
         assert Counter(e["broker"] for e in res["events"]) == per_group
         assert {e["msg_id"] for e in res["events"]} == set(sent)
+        # both streams ended at the end of every queue of both groups (queue offsets start at 0)
+        for key in ("pipeline_end_offsets", "copy_end_offsets"):
+            ends = res[key][EVENTS]
+            assert {g: sum(ends.get(g, {}).values()) for g in GROUPS} == per_group, (key, ends)
+            assert all(len(ends[g]) == 4 for g in GROUPS)
         check_pipeline(res, events, start)
         check_copy(res, sent)
 
-        # one export per group's store, side by side: each application takes one worker
-        began_export = time.monotonic()
-        exports = {group: export(cluster_dir / f"{group}-0" / "store", out / "export" / group,
-                                 spark.master_url) for group in GROUPS}
-        for proc in exports.values():
-            try:
-                stdout, stderr = proc.communicate(timeout=150)
-            finally:
-                proc.kill()
-                proc.wait()
-            assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
-        print(f"export of both stores: {time.monotonic() - began_export:.1f} s")
         for group in GROUPS:
             ids = pq.read_table(out / "export" / group).to_pydict()["msg_id"]
             assert len(ids) == len(set(ids)) == per_group[group]
@@ -190,7 +180,11 @@ def check_pipeline(res: dict[str, Any], events: list[dict[str, Any]], start: int
     # the same UNIQ_KEYs: at-least-once, consumers drop copies by msg_id)
     stats = res["stats"]
     by_id = {s["msg_id"]: json.loads(s["body"]) for s in stats}
+    # a replayed batch re-sent its windows under the same UNIQ_KEYs, with the same bodies
+    assert len({(s["msg_id"], s["body"]) for s in stats}) == len(by_id) <= len(stats)
     assert len(by_id) == len(windows)
+    print(f"stats topic: {len(stats)} messages, {len(by_id)} distinct msg_ids, "
+          f"{len(windows)} windows; replayed batch {res['pipeline_replayed']}")
     assert sorted((_ms(d["window_start"]), d["action"], d["events"]) for d in by_id.values()) == \
         sorted((w["window_start"], w["action"], w["events"]) for w in windows)
 

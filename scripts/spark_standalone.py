@@ -150,7 +150,7 @@ def _wait_ready(d: Daemon, proc: subprocess.Popen[bytes], marker: str, deadline:
     raise StandaloneError(f"{d.name} not ready ({marker!r}) in time:\n{_tail(log)}")
 
 
-def up(directory: Path, *, workers: int = 2, cores: int = 1, memory: str = "512m",
+def up(directory: Path, *, workers: int = 2, cores: int = 1, memory: str = "1g",
        daemon_memory: str = "256m", port: int = 0, timeout: float = 60.0) -> Cluster:
     """Start a master on 127.0.0.1 (``port``, 0: a free one) and ``workers`` workers of
     ``cores`` cores and ``memory`` for executors each; wait until every worker registered.
@@ -236,7 +236,8 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=Path("spark-standalone"))
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--cores", type=int, default=1, help="cores per worker")
-    parser.add_argument("--memory", default="512m", help="executor memory per worker")
+    parser.add_argument("--memory", default="1g",
+                        help="memory for executors per worker (spark.executor.memory is 1g by default)")
     parser.add_argument("--port", type=int, default=0, help="master port (0: a free one)")
     parser.add_argument("--timeout", type=float, default=60.0)
     args = parser.parse_args()

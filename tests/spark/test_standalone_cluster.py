@@ -93,11 +93,12 @@ async def produce(ns: str, start: int) -> tuple[dict[str, str], list[dict[str, A
             msgs = []
             for i in range(lo, lo + 100):
                 action = ("view", "click", "buy")[rnd.randrange(3)]
-                event = {"user": f"u{rnd.randrange(50)}", "action": action,
+                user = f"u{rnd.randrange(50)}"
+                event: dict[str, Any] = {"user": user, "action": action,
                          "amount": rnd.randrange(1, 100), "ts": start + i * 8 * MINUTE // N}
                 events.append(event)
                 msgs.append(Message(EVENTS, json.dumps(event).encode(), tags=action,
-                                    keys=[event["user"]]))
+                                    keys=[user]))
             for r in await asyncio.gather(*(p.send(m) for m in msgs)):
                 sent[r.msg_id] = r.queue.brokerName
     return sent, events

@@ -173,7 +173,7 @@ def put(broker: Broker, n: int, seed: int) -> int:
 async def test_a_slave_catches_up_streams_and_resumes_byte_identical(tmp_path: Path) -> None:
     async with pair(tmp_path) as p:
         master = await p.start_master()
-        put(master, 20_000, seed=1)
+        put(master, 100_000, seed=1)  # the issue: 100k messages of mixed sizes
         top = master.store.commitlog.max_offset
         assert top > 3 * SEG  # several segments rolled
         slave = await p.start_slave()

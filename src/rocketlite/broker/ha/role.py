@@ -205,6 +205,8 @@ class RoleController:
         assert self.controller is not None
         view = await self.controller.get_group(self.cluster, self.group)
         target = decide(view, self.my_id)
+        if self.my_id not in view.replicas:
+            await self._register_again()  # the lease lapsed: be a candidate again
         if target.master:
             if not self.is_master or target.epoch != self.epoch:
                 await self._to_master(target.epoch)
@@ -216,6 +218,26 @@ class RoleController:
                                               or target.epoch != self.epoch):
                 await self._follow(target)
         return target
+
+    async def _register_again(self) -> None:
+        """Register under a new lease after the old one lapsed (etcd unreachable for longer
+        than the TTL, a long pause): without a key this broker can be neither elected nor in
+        a SyncStateSet."""
+        from rocketlite.controller.state import ControllerError, Replica
+
+        assert self.controller is not None
+        if self.registration is not None:
+            await self.registration.abandon()
+            self.registration = None
+        b = self.broker
+        try:
+            self.registration = await self.controller.register_replica(
+                self.cluster, self.group, Replica(self.my_id, b.address, b.ha_address),
+                ttl=self.ttl)
+        except ControllerError as e:
+            log.warning("controller: cannot register broker %d again: %s", self.my_id, e)
+        else:
+            log.warning("controller: broker %d's lease had lapsed; registered again", self.my_id)
 
     async def _to_master(self, epoch: int) -> None:
         assert self.controller is not None

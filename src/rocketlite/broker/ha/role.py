@@ -246,12 +246,17 @@ class RoleController:
         if b.ha_client is not None:
             await b.ha_client.close()
         b.store.set_slave(False)
-        start = b.store.commitlog.max_offset
-        if epoch > self.epoch_file.last_epoch:
-            self.epoch_file.begin_epoch(epoch, start)
-        else:  # master again within its epoch (restarted before anyone else was elected)
-            start = self.epoch_file.entries()[-1].start_offset
-        await self.controller.record_epoch(self.cluster, self.group, self.my_id, epoch, start)
+        try:
+            start = b.store.commitlog.max_offset
+            if epoch > self.epoch_file.last_epoch:
+                self.epoch_file.begin_epoch(epoch, start)
+            else:  # master again within its epoch (restarted before anyone else was elected)
+                start = self.epoch_file.entries()[-1].start_offset
+            await self.controller.record_epoch(self.cluster, self.group, self.my_id, epoch, start)
+        except BaseException:
+            if not self.is_master:  # not master after all (a newer epoch, etcd away): no sends
+                b.store.set_slave(True)
+            raise
         was_master = self.is_master
         self.is_master, self.epoch, self.leader = True, epoch, None
         b.slave = False

@@ -29,6 +29,7 @@ from rocketlite.broker.client_processor import ClientProcessor
 from rocketlite.broker.clients import ConsumerManager, ProducerManager
 from rocketlite.broker.config import PERM_READ, PERM_WRITE, BrokerConfig, check_role
 from rocketlite.broker.ha.client import HAClient
+from rocketlite.broker.ha.role import RoleController
 from rocketlite.broker.ha.server import HAServer
 from rocketlite.broker.ha.slave_sync import SlaveSynchronize
 from rocketlite.broker.locks import RebalanceLockManager
@@ -97,11 +98,15 @@ class Broker:
         self.config = config
         self.store_config = store_config
         self.store = MessageStore(store_config)
-        self.slave = store_config.is_slave
+        # Controller mode (``ha.role``): start as a slave; the controller's state decides.
+        self.role = RoleController(self) if config.enable_controller_mode else None
+        self.slave = store_config.is_slave or self.role is not None
+        self.store.slave = self.slave
         self.ha_server: HAServer | None = (
             None if self.slave else HAServer(self.store, store_config))
         self.ha_client: HAClient | None = (
-            HAClient(self.store, store_config, store_config.ha_master_address)
+            HAClient(self.store, store_config,
+                     "" if self.role is not None else store_config.ha_master_address)
             if self.slave else None)
         # A slave copies its master's topics, offsets and groups (``ha.slave_sync``).
         self.slave_sync = SlaveSynchronize(self) if self.slave else None
@@ -199,6 +204,12 @@ class Broker:
         self.pop.start(loop)  # creates the revive topic before the first registration
         self.topics.on_change.append(lambda _tc: self._wake_register())
         self.running = True
+        if self.role is not None:
+            try:
+                await self.role.start()  # takes the role the controller names before registering
+            except BaseException:
+                await self.close()
+                raise
         # Register once before start returns (as Java's BrokerController.start does), so a client
         # started right after the broker finds its routes; the loop then keeps it registered.
         await self.register_all()
@@ -207,7 +218,7 @@ class Broker:
             asyncio.create_task(self._persist_loop(), name="broker-persist"),
             asyncio.create_task(self._scan_loop(), name="broker-scan"),
         ]
-        if self.slave_sync is not None:
+        if self.slave_sync is not None and self.role is None:  # ha.role runs it in controller mode
             self._tasks.append(asyncio.create_task(self.slave_sync.run(), name="slave-sync"))
         self.transactions.start()
         log.info("broker %s (%s) listening on %s, store %s", self.config.broker_name,
@@ -219,6 +230,11 @@ class Broker:
         if not self.running:
             return
         self.running = False
+        if self.role is not None:
+            try:  # first: revoking the lease lets the controller elect another master at once
+                await self.role.close()
+            except Exception:
+                log.exception("leaving the controller failed")
         for t in self._tasks:
             t.cancel()
         self._wake_register()  # should a cancel be lost in a wait, the loop still sees running
@@ -320,7 +336,7 @@ class Broker:
         header = RegisterBrokerRequestHeader(
             brokerName=cfg.broker_name, brokerAddr=self.address, clusterName=cfg.broker_cluster_name,
             haServerAddr=self.ha_address,
-            brokerId=cfg.broker_id, compressed=False,
+            brokerId=self.route_id, compressed=False,
         ).to_ext()
         body = self._register_body().to_json()
         timeout = cfg.register_broker_timeout_mills / 1000
@@ -345,7 +361,7 @@ class Broker:
         """A slave's registration reply names its master (``masterAddr``) and the master's HA
         address (``haServerAddr``); a slave without ``haMasterAddress`` replicates from the
         latter, following it when it changes (as Java's updateMasterHAServerAddrPeriodically)."""
-        if not self.slave:
+        if not self.slave or self.role is not None:  # controller mode: ``ha.role`` names it
             return
         ext = reply.ext_fields
         if master := ext.get("masterAddr"):
@@ -354,11 +370,22 @@ class Broker:
         if ha_addr and self.ha_client is not None and not self.store_config.ha_master_address:
             await self.ha_client.update_master_address(ha_addr)
 
-    async def _unregister_all(self) -> None:
+    @property
+    def route_id(self) -> int:
+        """The brokerId registered with the NameServers: in controller mode 0 while master."""
+        return self.role.route_id if self.role is not None else self.config.broker_id
+
+    async def reregister(self, old_id: int) -> None:
+        """After a role switch: leave the routes under ``old_id``, register under the new id."""
+        await self._unregister_all(old_id)
+        await self.register_all()
+
+    async def _unregister_all(self, broker_id: int | None = None) -> None:
         cfg = self.config
         header = UnRegisterBrokerRequestHeader(
             brokerName=cfg.broker_name, brokerAddr=self.address,
-            clusterName=cfg.broker_cluster_name, brokerId=cfg.broker_id,
+            clusterName=cfg.broker_cluster_name,
+            brokerId=self.route_id if broker_id is None else broker_id,
         ).to_ext()
 
         async def one(addr: str) -> None:

@@ -45,6 +45,9 @@ maxPopPollingSize                 max_pop_polling_size                100000    
 popInflightMessageThreshold       pop_inflight_message_threshold      10000               CKs
 popFromRetryProbability           pop_from_retry_probability          20                  %
 popAckTimeInterval                pop_ack_time_interval               1000                ms
+enableControllerMode              enable_controller_mode              false
+controllerAddr                    controller_addr                     (none)              etcd://host:port
+controllerLeaseTtl                controller_lease_ttl                3                   s
 ================================  ==================================  ==================  =====
 
 The Remoting keys bound what one client can cost the broker (``remoting/limits.py``):
@@ -73,9 +76,16 @@ revived or acked); ``popFromRetryProbability`` is the chance a pop reads the ret
 ``popAckTimeInterval`` (PopAckConstants' ``ackTimeInterval``, a constant in Java) is how long past
 its revive time a checkpoint waits for acks still being written.
 
-``brokerId`` must agree with the store's ``brokerRole`` (``check_role``): 0 for ASYNC_MASTER and
-SYNC_MASTER, more than 0 for a SLAVE, which also needs ``haMasterAddress`` or a ``namesrvAddr``
-(then it replicates from the master's HA address the NameServer answers its registration).
+Controller mode (issue 20, ``broker/ha/role.py``): with ``enableControllerMode=true`` and
+``controllerAddr=etcd://host:port`` (RocketMQ 5's keys; the controller is etcd here) the broker
+registers its replica with a lease of ``controllerLeaseTtl`` seconds (not a RocketMQ key) and
+takes the role the controller's state names; ``brokerRole`` is then only the role it runs as
+when master (SLAVE there means ASYNC_MASTER), and ``brokerId`` (above 0) names the replica.
+
+Outside controller mode ``brokerId`` must agree with the store's ``brokerRole`` (``check_role``):
+0 for ASYNC_MASTER and SYNC_MASTER, more than 0 for a SLAVE, which also needs ``haMasterAddress``
+or a ``namesrvAddr`` (then it replicates from the master's HA address the NameServer answers
+its registration).
 """
 
 from __future__ import annotations
@@ -163,6 +173,9 @@ class BrokerConfig:
                                                 metadata=_key("popInflightMessageThreshold"))
     pop_from_retry_probability: int = field(default=20, metadata=_key("popFromRetryProbability"))
     pop_ack_time_interval: int = field(default=1000, metadata=_key("popAckTimeInterval"))
+    enable_controller_mode: bool = field(default=False, metadata=_key("enableControllerMode"))
+    controller_addr: str = field(default="", metadata=_key("controllerAddr"))
+    controller_lease_ttl: int = field(default=3, metadata=_key("controllerLeaseTtl"))
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -239,6 +252,18 @@ def check_role(config: BrokerConfig, store: StoreConfig) -> None:
     with brokerId > 0), and a SLAVE with neither ``haMasterAddress`` nor a NameServer (whose reply to
 its registration names the master's HA address). Raises ``ConfigError``."""
     role = store.broker_role
+    if config.enable_controller_mode:
+        # the controller decides the role; brokerId names the replica (0 is the route's master id)
+        if not config.controller_addr.startswith("etcd://"):
+            raise ConfigError(f"enableControllerMode=true needs controllerAddr=etcd://host:port "
+                              f"(got {config.controller_addr!r})")
+        if config.broker_id == 0:
+            raise ConfigError("enableControllerMode=true with brokerId=0: each replica needs its "
+                              "own brokerId above 0 (the master registers under 0)")
+        if store.ha_port == 0:
+            raise ConfigError("enableControllerMode=true needs a fixed HA port (haListenPort, or "
+                              "a listenPort other than 0): it is registered before it listens")
+        return
     if store.is_slave and config.broker_id == 0:
         raise ConfigError("brokerRole=SLAVE with brokerId=0: a slave needs a brokerId above 0 "
                           "(0 is the master's)")

@@ -187,10 +187,43 @@ def run_until_signalled(start: Callable[[], Awaitable[None]], stop: Callable[[],
         uvloop.run(main())
 
 
+class ControllerWatch:
+    """The controller's election watcher (``controller.watcher``) for one cluster, run beside a
+    NameServer when ``--controller etcd://...`` asks; loads the etcd client only then."""
+
+    def __init__(self, url: str, cluster: str) -> None:
+        self.url = url
+        self.cluster = cluster
+        self._stop: Callable[[], Awaitable[None]] | None = None
+
+    async def start(self) -> None:
+        from rocketlite.controller.etcd import EtcdController
+        from rocketlite.controller.watcher import ElectionWatcher
+
+        controller = EtcdController(self.url)
+        watcher = ElectionWatcher(controller, self.cluster)
+        watcher.start()
+
+        async def stop() -> None:
+            await watcher.stop()
+            await controller.close()
+
+        self._stop = stop
+        log.info("controller: electing masters of cluster %s in etcd %s", self.cluster, self.url)
+
+    async def close(self) -> None:
+        if self._stop is not None:
+            await self._stop()
+            self._stop = None
+
+
 def _overrides(store: Path | None, broker_port: int | None, namesrv_addr: str | None,
-               flush: str | None, grpc_port: int | None = None, no_grpc: bool = False
-               ) -> dict[str, str]:
+               flush: str | None, grpc_port: int | None = None, no_grpc: bool = False,
+               controller: str | None = None) -> dict[str, str]:
     out: dict[str, str] = {}
+    if controller is not None:  # RocketMQ 5's keys for controller mode
+        out["enableControllerMode"] = "true"
+        out["controllerAddr"] = controller
     if grpc_port is not None:
         out["grpcServerPort"] = str(grpc_port)
     if no_grpc:
@@ -216,6 +249,8 @@ GrpcPortOpt = Annotated[int | None, typer.Option(
     help="gRPC port for RocketMQ 5.x clients (grpcServerPort) [default: 8081]")]
 NoGrpcOpt = Annotated[bool, typer.Option(
     "--no-grpc", help="do not serve the gRPC front (enableGrpcServer=false)")]
+ControllerOpt = Annotated[str | None, typer.Option(
+    "--controller", help="controller mode with this etcd, etcd://host:port (automatic failover)")]
 
 
 def start(
@@ -226,6 +261,7 @@ def start(
     flush: FlushOpt = None,
     grpc_port: GrpcPortOpt = None,
     no_grpc: NoGrpcOpt = False,
+    controller: ControllerOpt = None,
     log_level: LogOpt = "INFO",
 ) -> None:
     """Start a NameServer and a broker in one process (the quickest way to a working broker),
@@ -234,23 +270,30 @@ def start(
     sizes are one broker.conf key away (mappedFileSizeCommitLog, maxHashSlotNum, maxIndexNum)."""
     setup_logging(log_level)
     overrides = _overrides(store, broker_port, f"127.0.0.1:{namesrv_port}", flush, grpc_port,
-                           no_grpc)
+                           no_grpc, controller)
     bcfg, scfg, fcfg = _server_configs(conf, overrides, START_DEFAULTS)
     namesrv = NameServer("0.0.0.0", namesrv_port,
                          kv_config_path=scfg.store_path_root_dir / "namesrv" / "kvConfig.json",
                          limits=bcfg.remoting_limits())
+    watch = ControllerWatch(controller, bcfg.broker_cluster_name) if controller else None
     broker = BrokerWithFront(Broker(bcfg, scfg), fcfg)
 
     async def up() -> None:
         await namesrv.start()
         try:
+            if watch is not None:
+                await watch.start()
             await broker.start()
         except BaseException:
+            if watch is not None:
+                await watch.close()
             await namesrv.close()
             raise
 
     async def down() -> None:
         await broker.close()
+        if watch is not None:
+            await watch.close()
         await namesrv.close()
 
     run_until_signalled(up, down, lambda: (
@@ -262,12 +305,32 @@ def start(
 def namesrv(
     port: Annotated[int, typer.Option(help="listen port")] = 9876,
     kv_config: Annotated[Path | None, typer.Option(help="kvConfig.json path")] = None,
+    controller: ControllerOpt = None,
+    cluster: Annotated[str, typer.Option(
+        help="with --controller: the cluster whose masters this NameServer elects")] = "DefaultCluster",
     log_level: LogOpt = "INFO",
 ) -> None:
-    """Start a NameServer alone."""
+    """Start a NameServer alone; with --controller it also elects a new master of a broker group
+    of --cluster when its master's lease in etcd ends."""
     setup_logging(log_level)
     server = NameServer("0.0.0.0", port, kv_config_path=kv_config)
-    run_until_signalled(server.start, server.close, lambda: f"NameServer on port {server.port}")
+    watch = ControllerWatch(controller, cluster) if controller else None
+
+    async def up() -> None:
+        await server.start()
+        if watch is not None:
+            try:
+                await watch.start()
+            except BaseException:
+                await server.close()
+                raise
+
+    async def down() -> None:
+        if watch is not None:
+            await watch.close()
+        await server.close()
+
+    run_until_signalled(up, down, lambda: f"NameServer on port {server.port}")
 
 
 def broker(
@@ -279,13 +342,15 @@ def broker(
     flush: FlushOpt = None,
     grpc_port: GrpcPortOpt = None,
     no_grpc: NoGrpcOpt = False,
+    controller: ControllerOpt = None,
     log_level: LogOpt = "INFO",
 ) -> None:
     """Start a broker alone; it registers with every NameServer in namesrvAddr and serves the
-    gRPC front for RocketMQ 5.x clients (unless --no-grpc)."""
+    gRPC front for RocketMQ 5.x clients (unless --no-grpc). With --controller its role (master
+    or slave of its group) is the controller's choice (enableControllerMode)."""
     setup_logging(log_level)
     bcfg, scfg, fcfg = _server_configs(
-        conf, _overrides(store, broker_port, namesrv_addr, flush, grpc_port, no_grpc))
+        conf, _overrides(store, broker_port, namesrv_addr, flush, grpc_port, no_grpc, controller))
     b = BrokerWithFront(Broker(bcfg, scfg), fcfg)
     run_until_signalled(b.start, b.close, lambda: (
         f"broker {bcfg.broker_name} at {scfg.broker_ip1}:{b.broker.port}{b.describe()}, "

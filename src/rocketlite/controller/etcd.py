@@ -183,11 +183,45 @@ class EtcdController:
                     f"master (master {st.master_id}, epoch {st.master_epoch})"
                 )
             new = GroupState(
-                master_id, master_epoch, tuple(sorted(sync_state_set)), st.sync_state_set_epoch + 1
+                master_id,
+                master_epoch,
+                tuple(sorted(sync_state_set)),
+                st.sync_state_set_epoch + 1,
+                st.epochs,
             )
             if await self._swap_state(view, new, compare_live=()):
                 return new
         raise ControllerError(f"{cluster}/{broker_name}: the state kept changing; SyncStateSet not set")
+
+    async def record_epoch(
+        self, cluster: str, broker_name: str, master_id: int, master_epoch: int, start_offset: int
+    ) -> GroupState:
+        """The master ``master_id`` of ``master_epoch`` appends ``(master_epoch, start_offset)``
+        (its CommitLog max offset when it took over) to the group's epoch history, unless the
+        history ends with that epoch already; entries of a later epoch, or starting at or after
+        ``start_offset``, are dropped first (epochs in which the log got no bytes).
+        ``StaleEpochError`` if it is not that epoch's master."""
+        for _ in range(_CAS_RETRIES):
+            view = await self.get_group(cluster, broker_name)
+            st = view.state
+            if st.master_id != master_id or st.master_epoch != master_epoch:
+                raise StaleEpochError(
+                    f"{cluster}/{broker_name}: broker {master_id} at epoch {master_epoch} is not the "
+                    f"master (master {st.master_id}, epoch {st.master_epoch})"
+                )
+            if st.epochs and st.epochs[-1][0] == master_epoch:
+                return st  # recorded already (a master restarted within its epoch keeps it)
+            kept = tuple(e for e in st.epochs if e[0] < master_epoch and e[1] < start_offset)
+            new = GroupState(
+                st.master_id,
+                st.master_epoch,
+                st.sync_state_set,
+                st.sync_state_set_epoch,
+                (*kept, (master_epoch, start_offset)),
+            )
+            if await self._swap_state(view, new, compare_live=()):
+                return new
+        raise ControllerError(f"{cluster}/{broker_name}: the state kept changing; epoch not recorded")
 
     async def elect_master(
         self, cluster: str, broker_name: str, offsets: Mapping[int, int] | None = None
@@ -213,7 +247,9 @@ class EtcdController:
                 )
             known = offsets or {}
             winner = min(pool, key=lambda b: (-known.get(b, -1), b))
-            new = GroupState(winner, st.master_epoch + 1, (winner,), st.sync_state_set_epoch + 1)
+            new = GroupState(
+                winner, st.master_epoch + 1, (winner,), st.sync_state_set_epoch + 1, st.epochs
+            )
             if await self._swap_state(view, new, compare_live=(winner,)):
                 log.info("%s/%s: broker %d elected, epoch %d", cluster, broker_name, winner, new.master_epoch)
                 return Election(winner, new.master_epoch, new)

@@ -7,6 +7,9 @@ Keys, under ``/rocketlite/<cluster>/<brokerName>/``:
 * ``state``: a ``GroupState`` (JSON): ``masterId``, ``masterEpoch``, ``syncStateSet``,
   ``syncStateSetEpoch``. One key, so each operation changes it with one compare-and-swap on its
   revision: a writer that read an older epoch finds the key changed and is refused.
+  ``epochs`` (absent = empty) is the group's epoch history, ``[[masterEpoch, startOffset], ...]``:
+  each master appends its epoch and its CommitLog max offset when it takes over, so a replica
+  that returns compares its epoch file with it and truncates where they part.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ class GroupState:
     master_epoch: int = 0
     sync_state_set: tuple[int, ...] = ()
     sync_state_set_epoch: int = 0
+    epochs: tuple[tuple[int, int], ...] = ()  # (masterEpoch, startOffset), oldest first
 
     def to_json(self) -> bytes:
         return orjson.dumps(
@@ -73,6 +77,7 @@ class GroupState:
                 "masterEpoch": self.master_epoch,
                 "syncStateSet": list(self.sync_state_set),
                 "syncStateSetEpoch": self.sync_state_set_epoch,
+                "epochs": [list(e) for e in self.epochs],
             }
         )
 
@@ -86,6 +91,7 @@ class GroupState:
                 int(obj["masterEpoch"]),
                 tuple(int(b) for b in obj["syncStateSet"]),
                 int(obj["syncStateSetEpoch"]),
+                tuple((int(e), int(o)) for e, o in obj.get("epochs", ())),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise ControllerError(f"{where}: not a group state ({e!r}): {data!r}") from None

@@ -36,6 +36,7 @@ haMasterAddress                   ha_master_address                      (none) 
 haSendHeartbeatInterval           ha_send_heartbeat_interval             5000                  ms
 haHousekeepingInterval            ha_housekeeping_interval               20000                 ms
 haTransferBatchSize               ha_transfer_batch_size                 32768                 bytes
+haMaxGapNotInSync                 ha_max_gap_not_in_sync                 268435456 (256 MiB)   bytes
 ================================  =====================================  ====================  =======
 
 The ``ha*`` keys and ``brokerRole`` are 4.x master/slave replication's (``broker/ha``), kept in
@@ -48,6 +49,8 @@ NameServer answers its registration with (the master's registered ``haServerAddr
 ``haSendHeartbeatInterval``: the master sends an empty frame, and the slave reports its offset,
 at least this often; ``haHousekeepingInterval``: either side closes a connection that was silent
 this long; ``haTransferBatchSize``: the largest body of one transfer frame.
+``haMaxGapNotInSync`` (controller mode, ``broker/ha/role.py``): a slave whose acked offset is
+more than this many bytes behind the master's max offset is left out of the SyncStateSet.
 
 ``messageDelayLevel`` is the delay level table (``formats/delay.py``): the dispatcher needs it for
 the tag code (deliver time) of ``SCHEDULE_TOPIC_XXXX`` records, as in RocketMQ's MessageStoreConfig.
@@ -87,6 +90,7 @@ _LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 _RANGES: dict[str, tuple[int, int]] = {  # field: (lowest, highest) allowed
     "mapped_file_size_commit_log": (4096, _LONG_MAX),
     "mapped_file_size_consume_queue": (20, _LONG_MAX),
+    "ha_max_gap_not_in_sync": (0, _LONG_MAX),
     "disk_max_used_space_ratio": (10, 95),
     "disk_space_clean_forcibly_ratio": (10, 95),
     "disk_space_warning_level_ratio": (10, 95),
@@ -160,6 +164,8 @@ class StoreConfig:
     ha_send_heartbeat_interval: int = field(default=5000, metadata=_key("haSendHeartbeatInterval"))
     ha_housekeeping_interval: int = field(default=20_000, metadata=_key("haHousekeepingInterval"))
     ha_transfer_batch_size: int = field(default=32 * 1024, metadata=_key("haTransferBatchSize"))
+    ha_max_gap_not_in_sync: int = field(default=256 * 1024 * 1024,
+                                        metadata=_key("haMaxGapNotInSync"))
 
     def __post_init__(self) -> None:
         root: object = self.store_path_root_dir

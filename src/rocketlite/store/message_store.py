@@ -397,6 +397,27 @@ class MessageStore:
         self._appended(end)
         return end
 
+    def set_slave(self, slave: bool) -> None:
+        """Switch the store's role at runtime (controller mode, ``broker/ha/role.py``). A slave
+        refuses sends and dispatches whole records only; on becoming master the log is first cut
+        back to the end of its last whole record, so new appends never follow half a record
+        copied from the old master, and the next queue offsets are taken from the queues."""
+        if slave == self.slave:
+            return
+        if not slave:
+            cl = self.commitlog
+            if self._whole_end < cl.max_offset:
+                self.truncate_commitlog(self._whole_end)
+            # The next queue offsets: a slave's appends (``append_raw``) leave them to the
+            # dispatch, so take them from the queues once every copied record is dispatched.
+            self.dispatcher.dispatch_available(cl.max_offset)
+            with self._queues_lock:
+                for key, cq in self.queues.items():
+                    cl.topic_queue_table[key] = max(cl.topic_queue_table.get(key, 0), cq.max_offset)
+        else:
+            self._whole_end = self.commitlog.max_offset
+        self.slave = slave
+
     def truncate_commitlog(self, offset: int) -> None:
         """Cut a diverged slave's CommitLog, ConsumeQueues and index back to ``offset``."""
         with self.dispatcher.lock, self._queues_lock:

@@ -31,6 +31,8 @@ KEYS = {
     # transactional messages (4.9 BrokerConfig keys)
     "transactionTimeOut", "transactionCheckInterval", "transactionCheckMax",
     "rejectTransactionMessage",
+    # controller mode (RocketMQ 5 keys; controllerLeaseTtl is rocketlite's)
+    "enableControllerMode", "controllerAddr", "controllerLeaseTtl",
 }
 
 

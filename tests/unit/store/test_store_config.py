@@ -63,8 +63,9 @@ def test_defaults_match_rocketmq() -> None:
 
 
 def test_every_field_has_its_rocketmq_key() -> None:
-    assert len(KEY_TO_FIELD) == len(dataclasses.fields(StoreConfig)) == 33
+    assert len(KEY_TO_FIELD) == len(dataclasses.fields(StoreConfig)) == 34
     assert KEY_TO_FIELD["brokerRole"] == "broker_role"
+    assert KEY_TO_FIELD["haMaxGapNotInSync"] == "ha_max_gap_not_in_sync"
     assert KEY_TO_FIELD["haMasterAddress"] == "ha_master_address"
     assert KEY_TO_FIELD["messageDelayLevel"] == "message_delay_level"
     assert KEY_TO_FIELD["flushDelayOffsetInterval"] == "flush_delay_offset_interval"

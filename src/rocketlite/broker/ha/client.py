@@ -146,8 +146,12 @@ class HAClient:
                     return
         finally:
             reporter.cancel()
-            with contextlib.suppress(asyncio.CancelledError, OSError):
-                await reporter
+            # asyncio.wait, not ``await reporter`` under suppress(CancelledError): that would
+            # also swallow a cancel of this task (close() during a session's end), and the
+            # reconnect loop would go on after the broker stopped
+            await asyncio.wait((reporter,))
+            if not reporter.cancelled():
+                reporter.exception()  # retrieved: a failed write shows as the session's end
 
     def _apply(self, phy: int, body: bytes) -> bool:
         """Apply one frame; True if the log changed. ``HAProtocolError`` for a gap."""

@@ -222,6 +222,10 @@ class HAServer:
         writing = asyncio.create_task(self._transfer(slave, writer), name="ha-transfer")
         try:
             await asyncio.wait((reading, writing), return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            # the server closes: this connection's task ends here (a cancelled handler task is
+            # logged by asyncio.start_server's callback as an error in 3.11)
+            pass
         finally:
             for t in (reading, writing):
                 t.cancel()

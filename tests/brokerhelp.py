@@ -3,6 +3,7 @@ to them (not a test module)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from rocketlite.formats.message_record import MessageRecord, decode_record
@@ -159,3 +161,13 @@ async def pull_queue(client: RemotingClient, addr: str, topic: str, queue_id: in
             return out
         out += decode_records(r.body)
         offset = int(r.ext_fields["nextBeginOffset"])
+
+
+async def eventually(check: Callable[[], object], timeout: float = 30.0,  # noqa: ASYNC109
+                     every: float = 0.01) -> None:
+    """Return once ``check()`` is true; AssertionError after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(every)

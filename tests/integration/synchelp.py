@@ -7,10 +7,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
-from brokerhelp import READY, ServerProcess, free_port
+from brokerhelp import READY, ServerProcess, eventually, free_port
 from rocketlite.broker.broker import Broker
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.ha.transfer import GroupTransfer
@@ -57,13 +57,6 @@ def send_request(body: bytes, queue_id: int = 0, code: int = RequestCode.SEND_ME
     ext = h.to_ext() if code == RequestCode.SEND_MESSAGE else h.to_v2_ext()
     return RemotingCommand.request(code, ext, body)
 
-
-async def eventually(check: Callable[[], object], timeout: float = 30.0) -> None:  # noqa: ASYNC109
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.01)
 
 
 class World:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from brokerhelp import decode_records, free_port
+from brokerhelp import eventually as wait_for
 from rocketlite.broker.broker import Broker
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.common.errors import ConfigError
@@ -136,11 +137,7 @@ async def pair(tmp: Path) -> AsyncIterator[Pair]:
 
 
 async def eventually(check: Callable[[], object], timeout: float = TIMEOUT) -> None:  # noqa: ASYNC109
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.01)
+    await wait_for(check, timeout)
 
 
 def _units(store: MessageStore) -> dict[tuple[str, int], list[tuple[int, int, int]]]:

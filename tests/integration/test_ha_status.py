@@ -11,14 +11,14 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
-from brokerhelp import free_port
+from brokerhelp import eventually, free_port
 from rocketlite.broker.broker import Broker
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.cli.main import app
@@ -93,13 +93,6 @@ async def nodes(tmp: Path) -> AsyncIterator[Nodes]:
             await b.close()
         await ns.close()
 
-
-async def eventually(check: Callable[[], object], timeout: float = TIMEOUT) -> None:  # noqa: ASYNC109
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
 
 
 def put(b: Broker, n: int, seed: int) -> None:

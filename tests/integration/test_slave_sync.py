@@ -6,16 +6,14 @@ consuming from the slave while the master is down, commits there, and goes back 
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import contextlib
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from brokerhelp import free_port
+from brokerhelp import eventually, free_port
 from rocketlite.broker.broker import Broker
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.subscriptions import SubscriptionGroupConfig, SubscriptionGroupWrapper
@@ -43,7 +41,6 @@ from rocketlite.store.message import MessageToStore
 
 pytestmark = pytest.mark.integration
 
-TIMEOUT = 30.0
 NAME = "broker-ss"
 
 
@@ -130,13 +127,6 @@ async def pair(tmp: Path) -> AsyncIterator[Pair]:
         await p.stop_master()
         await ns.close()
 
-
-async def eventually(check: Callable[[], object], timeout: float = TIMEOUT) -> None:  # noqa: ASYNC109
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
 
 
 # -- the sync ---------------------------------------------------------------------------------

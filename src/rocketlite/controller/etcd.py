@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -174,24 +174,11 @@ class EtcdController:
         ``StaleEpochError`` if it is not the master of that epoch, or no longer."""
         if master_id not in sync_state_set:
             raise ControllerError(f"the SyncStateSet {sorted(sync_state_set)} lacks the master {master_id}")
-        for _ in range(_CAS_RETRIES):
-            view = await self.get_group(cluster, broker_name)
-            st = view.state
-            if st.master_id != master_id or st.master_epoch != master_epoch:
-                raise StaleEpochError(
-                    f"{cluster}/{broker_name}: broker {master_id} at epoch {master_epoch} is not the "
-                    f"master (master {st.master_id}, epoch {st.master_epoch})"
-                )
-            new = GroupState(
-                master_id,
-                master_epoch,
-                tuple(sorted(sync_state_set)),
-                st.sync_state_set_epoch + 1,
-                st.epochs,
-            )
-            if await self._swap_state(view, new, compare_live=()):
-                return new
-        raise ControllerError(f"{cluster}/{broker_name}: the state kept changing; SyncStateSet not set")
+        members = tuple(sorted(sync_state_set))
+        return await self._as_master(
+            cluster, broker_name, master_id, master_epoch, "SyncStateSet not set",
+            lambda st: GroupState(master_id, master_epoch, members, st.sync_state_set_epoch + 1,
+                                  st.epochs))
 
     async def record_epoch(
         self, cluster: str, broker_name: str, master_id: int, master_epoch: int, start_offset: int
@@ -201,6 +188,24 @@ class EtcdController:
         history ends with that epoch already; entries of a later epoch, or starting at or after
         ``start_offset``, are dropped first (epochs in which the log got no bytes).
         ``StaleEpochError`` if it is not that epoch's master."""
+
+        def change(st: GroupState) -> GroupState | None:
+            if st.epochs and st.epochs[-1][0] == master_epoch:
+                return None  # recorded already (a master restarted within its epoch keeps it)
+            kept = tuple(e for e in st.epochs if e[0] < master_epoch and e[1] < start_offset)
+            return GroupState(st.master_id, st.master_epoch, st.sync_state_set,
+                              st.sync_state_set_epoch, (*kept, (master_epoch, start_offset)))
+
+        return await self._as_master(cluster, broker_name, master_id, master_epoch,
+                                     "epoch not recorded", change)
+
+    async def _as_master(
+        self, cluster: str, broker_name: str, master_id: int, master_epoch: int, failed: str,
+        change: Callable[[GroupState], GroupState | None],
+    ) -> GroupState:
+        """Apply ``change`` (None: nothing to change) to the group's state as the master
+        ``master_id`` of ``master_epoch``, swapped only if the state is still as read (retried
+        a few times); ``StaleEpochError`` if it is not that epoch's master, or no longer."""
         for _ in range(_CAS_RETRIES):
             view = await self.get_group(cluster, broker_name)
             st = view.state
@@ -209,19 +214,12 @@ class EtcdController:
                     f"{cluster}/{broker_name}: broker {master_id} at epoch {master_epoch} is not the "
                     f"master (master {st.master_id}, epoch {st.master_epoch})"
                 )
-            if st.epochs and st.epochs[-1][0] == master_epoch:
-                return st  # recorded already (a master restarted within its epoch keeps it)
-            kept = tuple(e for e in st.epochs if e[0] < master_epoch and e[1] < start_offset)
-            new = GroupState(
-                st.master_id,
-                st.master_epoch,
-                st.sync_state_set,
-                st.sync_state_set_epoch,
-                (*kept, (master_epoch, start_offset)),
-            )
+            new = change(st)
+            if new is None:
+                return st
             if await self._swap_state(view, new, compare_live=()):
                 return new
-        raise ControllerError(f"{cluster}/{broker_name}: the state kept changing; epoch not recorded")
+        raise ControllerError(f"{cluster}/{broker_name}: the state kept changing; {failed}")
 
     async def elect_master(
         self, cluster: str, broker_name: str, offsets: Mapping[int, int] | None = None

@@ -387,6 +387,37 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
+def rocketlite_process(args: list[str], what: str) -> Iterator[subprocess.Popen[str]]:
+    """``python -m rocketlite *args`` until its ready line (60 s at most), its console read to
+    the end (so it never blocks on the pipe); SIGTERM at the end, SIGKILL after 30 s."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rocketlite", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
+    ready = threading.Event()
+
+    def drain() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if "rocketlite ready" in line:
+                ready.set()
+        ready.set()
+
+    threading.Thread(target=drain, daemon=True).start()
+    try:
+        if not ready.wait(60) or proc.poll() is not None:
+            raise RuntimeError(f"{what} not ready in 60 s (exit code {proc.poll()})")
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@contextlib.contextmanager
 def broker_process(flush: str = "ASYNC_FLUSH", store: Path | None = None,
                    conf: dict[str, str] | None = None) -> Iterator[tuple[str, int, str]]:
     """``rocketlite start`` with its store at ``store`` (kept), or in a temporary folder (deleted),
@@ -402,33 +433,13 @@ def broker_process(flush: str = "ASYNC_FLUSH", store: Path | None = None,
         path = store.parent / f"{store.name}-broker.conf"
         path.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
         extra = ["--conf", str(path)]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rocketlite", "start", "--grpc-port", "0", "--store", str(store),
-         "--namesrv-port", str(ns), "--broker-port", str(port), "--flush", flush,
-         "--log-level", "WARNING", *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-    )
-    ready = threading.Event()
-
-    def drain() -> None:  # read the console to its end, so the broker never blocks on the pipe
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if "rocketlite ready" in line:
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=drain, daemon=True).start()
     try:
-        if not ready.wait(60) or proc.poll() is not None:
-            raise RuntimeError(f"broker not ready in 60 s (exit code {proc.poll()})")
-        yield f"127.0.0.1:{port}", proc.pid, f"127.0.0.1:{ns}"
+        with rocketlite_process(
+                ["start", "--grpc-port", "0", "--store", str(store), "--namesrv-port", str(ns),
+                 "--broker-port", str(port), "--flush", flush, "--log-level", "WARNING", *extra],
+                "broker") as proc:
+            yield f"127.0.0.1:{port}", proc.pid, f"127.0.0.1:{ns}"
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
         if base is not None:
             shutil.rmtree(base, ignore_errors=True)
 

@@ -26,11 +26,7 @@ import contextlib
 import json
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -61,31 +57,11 @@ def slave_process(namesrv: str, ha_address: str) -> Iterator[str]:
         "haMasterAddress": ha_address, "namesrvAddr": namesrv, "listenPort": str(port),
         "brokerIP1": "127.0.0.1", "storePathRootDir": str(base / "store"),
     }.items()))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rocketlite", "broker", "-c", str(conf), "--no-grpc",
-         "--log-level", "WARNING"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
-    ready = threading.Event()
-
-    def drain() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if "rocketlite ready" in line:
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=drain, daemon=True).start()
     try:
-        if not ready.wait(60) or proc.poll() is not None:
-            raise RuntimeError(f"slave not ready in 60 s (exit code {proc.poll()})")
-        yield f"127.0.0.1:{port}"
+        with bb.rocketlite_process(["broker", "-c", str(conf), "--no-grpc", "--log-level",
+                                    "WARNING"], "slave"):
+            yield f"127.0.0.1:{port}"
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
         shutil.rmtree(base, ignore_errors=True)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -93,6 +94,25 @@ class ServerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.kill()
+
+
+def free_base(count: int) -> int:
+    """A base port with ``count`` consecutive ports free right now."""
+    for _ in range(200):
+        base = random.randrange(20000, 60000 - count)
+        socks: list[socket.socket] = []
+        try:
+            for p in range(base, base + count):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("0.0.0.0", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise AssertionError(f"no {count} consecutive free ports")
 
 
 def wait_port(port: int, timeout: float = 30.0) -> None:

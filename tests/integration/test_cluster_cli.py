@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import random
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from brokerhelp import free_base
 from rocketlite.cli.cluster_commands import proc_start_time
 from rocketlite.cli.cluster_plan import ClusterState, NodeRecord, plan
 from rocketlite.cli.main import app
@@ -34,24 +33,6 @@ runner = CliRunner()
 TOPIC = "ClusterT"
 N = 12
 
-
-def free_base(count: int) -> int:
-    """A base port with ``count`` consecutive ports free right now."""
-    for _ in range(200):
-        base = random.randrange(20000, 60000 - count)
-        socks: list[socket.socket] = []
-        try:
-            for p in range(base, base + count):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("0.0.0.0", p))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise AssertionError(f"no {count} consecutive free ports")
 
 
 def cli(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:

@@ -16,7 +16,6 @@ import importlib.util
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from brokerhelp import free_base
 from rocketlite.client import Message, Producer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,24 +51,6 @@ def load(path: Path, name: str) -> ModuleType:
 
 standalone = load(ROOT / "scripts" / "spark_standalone.py", "spark_standalone")
 
-
-def free_base(count: int) -> int:
-    """A base port with ``count`` consecutive ports free right now."""
-    for _ in range(200):
-        base = random.randrange(20000, 60000 - count)
-        socks: list[socket.socket] = []
-        try:
-            for p in range(base, base + count):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("0.0.0.0", p))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise AssertionError(f"no {count} consecutive free ports")
 
 
 def env() -> dict[str, str]:

@@ -325,10 +325,13 @@ async def test_a_silent_slave_is_closed_and_frames_follow_the_protocol(tmp_path:
             writer.close()
 
 
-async def test_a_master_whose_ha_port_is_taken_serves_on(tmp_path: Path) -> None:
+async def test_a_master_whose_ha_port_is_taken_serves_on(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     async with pair(tmp_path) as p:
         port = str(p.ns.port)  # held by the NameServer
         master = await p.start_master(haListenPort=port)
         assert master.ha_server is not None and not master.ha_server.slave_connected
         put(master, 10, seed=11)
         assert master.store.commitlog.max_offset > 0
+        # a port set by hand: an error (the derived default, listenPort + 1, only warns)
+        assert [r.levelname for r in caplog.records if "cannot listen" in r.message] == ["ERROR"]

@@ -143,9 +143,12 @@ class HAServer:
             self._server = await asyncio.start_server(self._serve, self.host, self.port)
         except OSError as e:
             # haListenPort defaults to listenPort + 1, which another server may hold on a
-            # broker that has no slaves (``rocketlite start``): the broker serves on.
-            log.error("HA server cannot listen on %s:%d (%s): slaves cannot replicate from "
-                      "this broker; set haListenPort", self.host, self.port, e)
+            # broker that has no slaves (``rocketlite start``): the broker serves on. An error
+            # when slaves are expected (the port set, or SYNC_MASTER), a warning otherwise.
+            expected = self.config.ha_listen_port >= 0 or self.transfer is not None
+            log.log(logging.ERROR if expected else logging.WARNING,
+                    "HA server cannot listen on %s:%d (%s): slaves cannot replicate from "
+                    "this broker; set haListenPort", self.host, self.port, e)
             return
         self.port = self._server.sockets[0].getsockname()[1]
         self.store.on_append = self._appended

@@ -192,11 +192,11 @@ class PullProcessor:
         next_begin = result.next_begin_offset
         if code is None:  # NO_MATCHED_LOGIC_QUEUE, NO_MESSAGE_IN_QUEUE
             code = _RC.PULL_OFFSET_MOVED if start != 0 else _RC.PULL_NOT_FOUND
-        if code == _RC.PULL_OFFSET_MOVED and status in _AHEAD_OF_SLAVE and not cfg.is_master:
+        if code == _RC.PULL_OFFSET_MOVED and status in _AHEAD_OF_SLAVE and self.broker.slave:
             # A slave behind its master: the offset is not wrong, the messages are on their
             # way. Held as "no new message" at the same offset (the consumer's offset is kept).
             code, next_begin = _RC.PULL_NOT_FOUND, start
-        if allow_suspend and h.sysFlag & _COMMIT_OFFSET and cfg.is_master:
+        if allow_suspend and h.sysFlag & _COMMIT_OFFSET and not self.broker.slave:
             self.broker.offsets.commit(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
         if code == _RC.PULL_NOT_FOUND and allow_suspend and h.sysFlag & _SUSPEND:
             timeout_ms = h.suspendTimeoutMillis if cfg.long_polling_enable \
@@ -223,7 +223,7 @@ class PullProcessor:
         if self.store.commitlog.max_offset - last_phys <= self.in_memory_bytes:
             return str(home)
         ha = self.broker.ha_server
-        if self.config.is_master and (ha is None or not ha.slave_connected):
+        if not self.broker.slave and (ha is None or not ha.slave_connected):
             return str(home)
         return str(sgc.whichBrokerWhenConsumeSlowly if sgc is not None else 1)
 

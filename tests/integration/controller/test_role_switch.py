@@ -16,6 +16,7 @@ import pytest
 from brokerhelp import free_port
 from rocketlite.broker.broker import Broker
 from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.transaction.end import EndRequest, EndResult
 from rocketlite.common.errors import SlaveModeError
 from rocketlite.controller.etcd import EtcdController
 from rocketlite.controller.watcher import ElectionWatcher
@@ -48,6 +49,13 @@ def make_broker(tmp: Path, broker_id: int, ns_port: int, etcd: str) -> Broker:
     return Broker(bc, sc)
 
 
+def end_transaction(broker: Broker) -> EndResult | None:
+    """How ``broker`` takes a producer's commit of a half message that does not exist: SLAVE
+    on a slave, another refusal on a master (only a master decides transactions)."""
+    now = broker.transactions.end.decide(EndRequest("PG", 0, True, 0), lambda r, m: None)
+    return None if now is None else now[0]
+
+
 def message(body: bytes) -> MessageToStore:
     return MessageToStore(topic="T", body=body, queue_id=0)
 
@@ -73,9 +81,12 @@ async def test_a_master_that_lost_its_lease_steps_down_and_follows(tmp_path: Pat
     try:
         await a.start()
         assert a.role is not None
-        await eventually(lambda: a.role is not None and a.role.is_master, 15)
+        # is_master is set before the master's services start (in threads): wait for them too
+        await eventually(lambda: a.role is not None and a.role.is_master and a.schedule.running,
+                         15)
         assert not a.store.slave and a.ha_server is not None and a.send.transfer is not None
         assert a.timer.running and a.schedule.running
+        assert end_transaction(a) not in (EndResult.SLAVE, EndResult.OK)
         a.store.put_messages_sync([message(b"before")])
 
         await b.start()
@@ -84,6 +95,7 @@ async def test_a_master_that_lost_its_lease_steps_down_and_follows(tmp_path: Pat
         with pytest.raises(SlaveModeError):
             b.store.put_messages_sync([message(b"refused")])
         assert not b.timer.running
+        assert end_transaction(b) is EndResult.SLAVE
         await eventually(lambda: b.store.commitlog.max_offset == a.store.commitlog.max_offset, 15)
         assert await route(client, ns.port) == {0: a.address, 2: b.address}
         for _ in range(100):  # A reports B in sync: only then may B be elected
@@ -100,8 +112,11 @@ async def test_a_master_that_lost_its_lease_steps_down_and_follows(tmp_path: Pat
             await a.role._task
         assert a.role.registration is not None
         await a.role.registration.close()
-        await eventually(lambda: b.role is not None and b.role.is_master, 15)
+        await eventually(lambda: b.role is not None and b.role.is_master and b.schedule.running,
+                         15)
         assert not b.store.slave and b.ha_server is not None and b.timer.running
+        # brokerId 2, master now: it decides transactions (the live role, not brokerId 0)
+        assert end_transaction(b) not in (EndResult.SLAVE, EndResult.OK)
         view = await ctl.get_group("DefaultCluster", GROUP)
         assert view.state.master_id == 2 and view.state.master_epoch == 2
         assert view.state.epochs[-1] == (2, b.store.commitlog.max_offset)
@@ -110,6 +125,7 @@ async def test_a_master_that_lost_its_lease_steps_down_and_follows(tmp_path: Pat
         assert not a.role.is_master and a.role.route_id == 1
         assert a.store.slave and a.ha_server is None and a.send.transfer is None
         assert not a.timer.running and not a.schedule.running
+        assert end_transaction(a) is EndResult.SLAVE
         with pytest.raises(SlaveModeError):
             a.store.put_messages_sync([message(b"refused")])
         assert a.ha_client is not None and a.ha_client.master_address == b.ha_address

@@ -131,7 +131,7 @@ class EndTransactionProcessor:
 
     def end_transaction(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
         h = EndTransactionRequestHeader.from_ext(cmd.ext_fields)
-        if not self.broker.config.is_master:
+        if self.broker.slave:  # the live role: a promoted replica (controller mode) is master
             log.warning("END_TRANSACTION from %s on a slave: refused", conn.peer)
             return cmd.response(ResponseCode.SLAVE_NOT_AVAILABLE,
                                 "the broker is a slave: end transaction is forbidden")
@@ -161,7 +161,7 @@ class EndTransactionProcessor:
     def decide(self, req: EndRequest, answer: Answer) -> tuple[EndResult, str | None] | None:
         """Validate and queue the decision: None when it is queued (``answer`` is called once
         it is stored, or failed), else the result at once (``answer`` is not called)."""
-        if not self.broker.config.is_master:
+        if self.broker.slave:  # the live role: a promoted replica (controller mode) is master
             return EndResult.SLAVE, "the broker is a slave: end transaction is forbidden"
         svc = self.service
         commit = req.commit

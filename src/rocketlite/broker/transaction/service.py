@@ -92,7 +92,7 @@ class TransactionalMessageService:
     def start(self) -> None:
         """Start the check-back service, on a master only (as Java: a slave's half queue is a
         replica, its master asks the producers)."""
-        if self.broker.config.is_master:
+        if not self.broker.slave:
             self.check.start()
 
     async def stop(self) -> None:

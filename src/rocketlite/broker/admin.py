@@ -12,7 +12,7 @@ key; 5.x answers them to GET_BROKER_HA_STATUS with an ``HARuntimeInfo`` body, wh
 ``haStatus`` prints, and ``ha_runtime_info`` builds that body with Java's field names:
 ``master``, ``masterCommitLogMaxOffset``, ``inSyncSlaveNums`` and ``haConnectionInfo`` (per slave:
 ``addr``, ``slaveAckOffset``, ``diff`` = master max offset - acked, ``inSync`` = diff below
-``HA_MAX_GAP_NOT_IN_SYNC``, ``transferredByteInSecond`` (not measured: 0), ``transferFromWhere``)
+``haMaxGapNotInSync``, ``transferredByteInSecond`` (not measured: 0), ``transferFromWhere``)
 on a master; ``haClientRuntimeInfo`` (``masterAddr``, ``maxOffset``, ``lastReadTimestamp``; the
 transfer rate, ``lastWriteTimestamp`` and ``masterFlushOffset`` are 0: not measured, and 4.x
 does not send the master's flush offset) on a slave. rocketlite adds to each connection
@@ -74,7 +74,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_QUERY_NUM = 64  # RocketMQ's defaultQueryMaxNum
-HA_MAX_GAP_NOT_IN_SYNC = 256 * 1024 * 1024  # RocketMQ's haMaxGapNotInSync default (bytes)
 
 
 class AdminProcessor:
@@ -256,14 +255,16 @@ class AdminProcessor:
 
     def _ha_summary(self) -> dict[str, str]:
         b = self.broker
-        out = {"brokerRole": b.store_config.broker_role}
+        # the live role: in controller mode a configured master may be a slave now, and back
+        out = {"brokerRole": "SLAVE" if b.slave else b.store_config.broker_role}
+        gap = b.store_config.ha_max_gap_not_in_sync
         if b.ha_server is not None:
             st = b.ha_server.status()
             pushed = max(b.ha_server.max_acked, 0)  # Java's push2SlaveMaxOffset starts at 0
             out.update({
                 "haServerAddr": b.ha_address,
                 "haSlaveNum": str(len(st.slaves)),
-                "haInSyncSlaveNum": str(sum(s.lag < HA_MAX_GAP_NOT_IN_SYNC for s in st.slaves)),
+                "haInSyncSlaveNum": str(sum(s.lag < gap for s in st.slaves)),
                 "slaveFallBehindMuch": str(max(0, st.max_offset - pushed)),
                 "haSlaveLagMillis": str(max((s.lag_ms for s in st.slaves), default=0)),
             })
@@ -296,9 +297,10 @@ class AdminProcessor:
         if b.ha_server is not None:
             st = b.ha_server.status()
             info["masterCommitLogMaxOffset"] = st.max_offset
-            info["inSyncSlaveNums"] = sum(s.lag < HA_MAX_GAP_NOT_IN_SYNC for s in st.slaves)
+            gap = b.store_config.ha_max_gap_not_in_sync
+            info["inSyncSlaveNums"] = sum(s.lag < gap for s in st.slaves)
             for s in st.slaves:
-                in_sync = s.lag < HA_MAX_GAP_NOT_IN_SYNC
+                in_sync = s.lag < gap
                 connections.append({
                     "addr": s.address, "slaveAckOffset": s.acked_offset, "diff": s.lag,
                     "inSync": in_sync, "transferredByteInSecond": 0,

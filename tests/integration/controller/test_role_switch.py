@@ -96,6 +96,7 @@ async def test_a_master_that_lost_its_lease_steps_down_and_follows(tmp_path: Pat
             b.store.put_messages_sync([message(b"refused")])
         assert not b.timer.running
         assert end_transaction(b) is EndResult.SLAVE
+        assert b.admin._ha_summary()["brokerRole"] == "SLAVE"  # configured SYNC_MASTER
         await eventually(lambda: b.store.commitlog.max_offset == a.store.commitlog.max_offset, 15)
         assert await route(client, ns.port) == {0: a.address, 2: b.address}
         for _ in range(100):  # A reports B in sync: only then may B be elected
@@ -117,6 +118,7 @@ async def test_a_master_that_lost_its_lease_steps_down_and_follows(tmp_path: Pat
         assert not b.store.slave and b.ha_server is not None and b.timer.running
         # brokerId 2, master now: it decides transactions (the live role, not brokerId 0)
         assert end_transaction(b) not in (EndResult.SLAVE, EndResult.OK)
+        assert b.admin._ha_summary()["brokerRole"] == "SYNC_MASTER"
         view = await ctl.get_group("DefaultCluster", GROUP)
         assert view.state.master_id == 2 and view.state.master_epoch == 2
         assert view.state.epochs[-1] == (2, b.store.commitlog.max_offset)
@@ -126,6 +128,7 @@ async def test_a_master_that_lost_its_lease_steps_down_and_follows(tmp_path: Pat
         assert a.store.slave and a.ha_server is None and a.send.transfer is None
         assert not a.timer.running and not a.schedule.running
         assert end_transaction(a) is EndResult.SLAVE
+        assert a.admin._ha_summary()["brokerRole"] == "SLAVE"
         with pytest.raises(SlaveModeError):
             a.store.put_messages_sync([message(b"refused")])
         assert a.ha_client is not None and a.ha_client.master_address == b.ha_address

@@ -311,8 +311,10 @@ def _groups_now(state: ClusterState) -> tuple[list[GroupStatus], dict[str, str]]
     for rec in state.nodes:
         if rec.kind == "broker" and rec.broker_name is not None:
             groups.setdefault(rec.broker_name, {})[rec.address] = rec.name
-    ns = state.namesrv_addr.split(";")[0]
-    rows = asyncio.run(group_views(state.controller, CLUSTER_NAME, ns, groups))
+    ns = next((r.address for r in state.nodes if r.kind == "namesrv" and is_running(r)), None)
+    etcd = [r for r in state.nodes if r.kind == ETCD]  # none: an existing etcd, always asked
+    rows = asyncio.run(group_views(state.controller, CLUSTER_NAME, ns, groups,
+                                   ask_etcd=not etcd or is_running(etcd[0])))
     masters = {r.route_master_node for r in rows}
     now = {rec.name: ("down" if not is_running(rec) else
                       "master" if rec.name in masters else "slave")

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from rocketlite.cli.cluster_plan import ClusterError, ClusterPlan, Node
+from rocketlite.common.errors import RemotingError
 from rocketlite.protocol.bodies import ClusterInfo
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
@@ -102,27 +103,37 @@ class GroupStatus:
         return out
 
 
-async def group_views(url: str, cluster_name: str, ns: str,
-                      groups: dict[str, dict[str, str]]) -> list[GroupStatus]:
+async def group_views(url: str, cluster_name: str, ns: str | None,
+                      groups: dict[str, dict[str, str]], ask_etcd: bool = True
+                      ) -> list[GroupStatus]:
     """``groups`` (brokerName → {Remoting address: node name}) as the NameServer ``ns`` and the
-    controller at ``url`` see them now; what cannot be read is in each row's ``error``."""
+    controller at ``url`` see them now; what cannot be read is in each row's ``error``. ``ns``
+    None or ``ask_etcd`` false: that one does not run, and is not asked (no wait on a timeout)."""
     from rocketlite.controller.etcd import EtcdController  # controller mode only: loads aetcd
     from rocketlite.controller.state import ControllerError
 
     rows = [GroupStatus(g) for g in groups]
-    client = RemotingClient()
-    try:
-        masters = await route_masters(client, ns)
-    except (TimeoutError, OSError, ClusterError) as e:
-        masters = {}
+    masters: dict[str, str] = {}
+    if ns is None:
         for row in rows:
-            row.error = f"NameServer {ns}: {str(e) or type(e).__name__}"
-    finally:
-        await client.close()
+            row.error = "no NameServer runs"
+    else:
+        client = RemotingClient()
+        try:
+            masters = await route_masters(client, ns)
+        except (TimeoutError, OSError, RemotingError, ClusterError) as e:
+            for row in rows:
+                row.error = f"NameServer {ns}: {str(e) or type(e).__name__}"
+        finally:
+            await client.close()
     for row in rows:
         row.route_master = masters.get(row.group)
         if row.route_master is not None:
             row.route_master_node = groups[row.group].get(row.route_master)
+    if not ask_etcd:
+        for row in rows:
+            row.error = "; ".join(filter(None, [row.error, f"etcd {url} does not run"]))
+        return rows
     etcd = EtcdController(url, timeout=2.0)
     try:
         for row in rows:

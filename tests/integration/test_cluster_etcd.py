@@ -163,6 +163,11 @@ def test_up_with_etcd_failover_and_down(tmp_path: Path) -> None:
     assert not etcd_healthy(etcd_url)
     after_down = ClusterState.read(d)
     assert after_down is not None and all(n.pid is None for n in after_down.nodes)
+    gone = status_json(str(d))  # nothing runs: reported, not asked
+    assert [n["running"] for n in gone["nodes"]] == [False] * 6
+    assert {n["now"] for n in gone["nodes"] if n["kind"] == "broker"} == {"down"}
+    assert gone["groups"]["broker-a"]["master"] is None
+    assert "no NameServer runs" in gone["groups"]["broker-a"]["error"]
 
 
 def test_up_with_an_existing_etcd(tmp_path: Path) -> None:

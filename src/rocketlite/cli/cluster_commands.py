@@ -199,7 +199,8 @@ def up(
     namesrvs: Annotated[int, typer.Option(help="NameServers")] = 1,
     brokers: Annotated[int, typer.Option(help="broker groups (broker-a, broker-b, ...)")] = 2,
     replicas: Annotated[int, typer.Option(
-        help="nodes per group: a master and replicas-1 slaves")] = 2,
+        help="nodes per group: a master and replicas-1 slaves (with --controller: replicas "
+             "the controller elects the master among)")] = 2,
     base_port: Annotated[int, typer.Option(
         help="first port: NameServers, then 3 per broker (listen, HA, gRPC), then etcd's 2")]
     = 9876,
@@ -219,7 +220,8 @@ def up(
              "'etcd' starts one (the etcd-server package's binary), etcd://host:port uses an "
              "existing one")] = None,
     ready_timeout: Annotated[float, typer.Option(
-        help="seconds each phase (NameServers, masters, slaves) may take to be ready")] = 30.0,
+        help="seconds each phase (NameServers, masters, slaves; etcd, and the election with "
+             "every replica in sync) may take to be ready")] = 30.0,
 ) -> None:
     """Start NameServers and broker groups (a master and its slaves each) as separate
     processes on 127.0.0.1, each with its own store and log under DIR; with --controller

@@ -17,6 +17,7 @@ import shutil
 import time
 import urllib.request
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -44,12 +45,12 @@ def find_etcd() -> str:
     return binary
 
 
-def etcd_command(binary: str, cluster: ClusterPlan, node: Node) -> list[str]:
-    """A one-member etcd on loopback: client URL on ``node.port``, peer URL on
-    ``node.peer_port``, its data in ``DIR/etcd/data``."""
-    client = f"http://127.0.0.1:{node.port}"
-    peer = f"http://127.0.0.1:{node.peer_port}"
-    return [binary, "--name", MEMBER, "--data-dir", str(cluster.node_dir(node) / "data"),
+def etcd_command(binary: str, data_dir: Path, client_port: int, peer_port: int) -> list[str]:
+    """A one-member etcd on loopback: client URL on ``client_port``, peer URL on ``peer_port``,
+    its data in ``data_dir``."""
+    client = f"http://127.0.0.1:{client_port}"
+    peer = f"http://127.0.0.1:{peer_port}"
+    return [binary, "--name", MEMBER, "--data-dir", str(data_dir),
             "--listen-client-urls", client, "--advertise-client-urls", client,
             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
             "--initial-cluster", f"{MEMBER}={peer}"]

@@ -106,7 +106,8 @@ class Launcher:
         if node.kind == ETCD:
             if self.etcd_binary is None:
                 raise ClusterError("no etcd binary to start etcd with")
-            argv = etcd_command(self.etcd_binary, self.plan, node)
+            assert node.peer_port is not None
+            argv = etcd_command(self.etcd_binary, d / "data", node.port, node.peer_port)
         else:
             argv = [sys.executable, "-m", "rocketlite", *self.plan.command(node)]
         log_path = self.plan.log_path(node)

@@ -200,7 +200,9 @@ def test_controller_conf_and_commands(tmp_path: Path) -> None:
     assert p.etcd is not None
     with pytest.raises(PlanError, match="etcd_command"):
         p.command(p.etcd)
-    argv = etcd_command("/usr/bin/etcd", p, p.etcd)
+    assert p.etcd.peer_port is not None
+    argv = etcd_command("/usr/bin/etcd", p.node_dir(p.etcd) / "data", p.etcd.port,
+                        p.etcd.peer_port)
     assert argv[0] == "/usr/bin/etcd"
     assert argv[argv.index("--data-dir") + 1] == str(tmp_path / "etcd" / "data")
     assert argv[argv.index("--listen-client-urls") + 1] == "http://127.0.0.1:20007"

@@ -12,12 +12,12 @@ import asyncio
 import shutil
 import subprocess
 import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from brokerhelp import ServerProcess, free_port, pull_queue
+from rocketlite.cli.cluster_etcd import etcd_command, etcd_healthy
 from rocketlite.client.message import Message
 from rocketlite.client.producer import Producer
 from rocketlite.client.send_types import SendStatus
@@ -30,14 +30,6 @@ from rocketlite.remoting.client import RemotingClient
 FAILOVER_LIMIT_S = 10.0
 
 
-def _healthy(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=0.5) as r:
-            return b'"true"' in r.read()
-    except OSError:
-        return False
-
-
 @contextmanager
 def run_etcd(tmp_path: Path) -> Iterator[str]:
     """A one-member etcd (the Debian etcd-server package, ``.ci/run`` installs it), its data
@@ -46,27 +38,16 @@ def run_etcd(tmp_path: Path) -> Iterator[str]:
     assert binary, "etcd is not installed: apt-get install etcd-server (see .ci/run)"
     client, peer = free_port(), free_port()
     log = (tmp_path / "etcd.log").open("wb")
-    proc = subprocess.Popen(
-        [
-            binary,
-            "--name", "t",
-            "--data-dir", str(tmp_path / "etcd"),
-            "--listen-client-urls", f"http://127.0.0.1:{client}",
-            "--advertise-client-urls", f"http://127.0.0.1:{client}",
-            "--listen-peer-urls", f"http://127.0.0.1:{peer}",
-            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
-            "--initial-cluster", f"t=http://127.0.0.1:{peer}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    proc = subprocess.Popen(etcd_command(binary, tmp_path / "etcd", client, peer), stdout=log,
+                            stderr=subprocess.STDOUT)
+    url = f"etcd://127.0.0.1:{client}"
     try:
         deadline = time.monotonic() + 20
-        while not _healthy(client):
+        while not etcd_healthy(url):
             assert proc.poll() is None, (tmp_path / "etcd.log").read_text()[-2000:]
             assert time.monotonic() < deadline, "etcd not healthy within 20 s"
             time.sleep(0.1)
-        yield f"etcd://127.0.0.1:{client}"
+        yield url
     finally:
         proc.terminate()
         try:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from brokerhelp import free_base
+from clusterhelp import cli
 from rocketlite.cli.cluster_commands import proc_start_time
 from rocketlite.cli.cluster_plan import ClusterState, NodeRecord, plan
 from rocketlite.cli.main import app
@@ -33,13 +33,6 @@ runner = CliRunner()
 TOPIC = "ClusterT"
 N = 12
 
-
-
-def cli(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-    """``python -m rocketlite ARGS`` as its own process (``up``'s nodes outlive it)."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), COLUMNS="200")
-    return subprocess.run([sys.executable, "-m", "rocketlite", *args], capture_output=True,
-                          text=True, timeout=timeout, env=env, check=False)
 
 
 async def namesrv_view(ns: str, topic: str) -> tuple[ClusterInfo, TopicRouteData]:
@@ -201,12 +194,6 @@ def test_up_failure_stops_what_it_started(tmp_path: Path) -> None:
             except OSError:
                 continue
             assert marker not in cmdline or proc_start_time(int(entry.name)) is None, cmdline
-
-
-def test_controller_is_refused() -> None:
-    r = runner.invoke(app, ["cluster", "up", "--dir", "/nonexistent/x", "--controller", "etcd"])
-    assert r.exit_code == 2
-    assert "not yet: issue 20 controller" in r.output
 
 
 def test_status_without_a_cluster(tmp_path: Path) -> None:

@@ -9,25 +9,27 @@ slaves. It records every PID with the process's start time in ``DIR/cluster.json
 slaves get topics from their master) and waits until the NameServers route each topic to every
 group. If a node does not come up, ``up`` stops all it started and exits 1 with that node's log.
 
+With ``--controller etcd`` it first starts etcd (``cluster_etcd``), then the NameServers (each
+runs the election watcher), then the first replica of every group, then the others, and waits
+until the controller has elected a master of every group, the route names it, and every replica
+is in the group's SyncStateSet (``cluster_etcd.wait_elected``). Topics then go to every replica:
+whichever the controller elects later has them. ``--controller etcd://host:port`` uses an
+existing etcd and starts none.
+
 ``down`` sends SIGTERM to exactly the recorded PIDs whose start time still matches (a PID the
 kernel gave to another process since is left alone), brokers before NameServers so they
-unregister, waits, and sends SIGKILL to what is left after ``--timeout``. Stores and logs stay;
-the PIDs are cleared from ``cluster.json``, so ``down`` is idempotent and ``up`` can start the
-same directory again.
+unregister, etcd last, waits, and sends SIGKILL to what is left after ``--timeout``. Stores and
+logs stay; the PIDs are cleared from ``cluster.json``, so ``down`` is idempotent and ``up`` can
+start the same directory again.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import signal
-import socket
-import subprocess
-import sys
 import time
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated
 
@@ -36,16 +38,31 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-import rocketlite
+from rocketlite.cli.cluster_etcd import (
+    GroupStatus,
+    etcd_healthy,
+    find_etcd,
+    group_views,
+    wait_elected,
+)
 from rocketlite.cli.cluster_plan import (
+    CLUSTER_NAME,
+    ETCD,
     STATE_FILE,
+    ClusterError,
     ClusterPlan,
     ClusterState,
     Node,
     NodeRecord,
     PlanError,
-    parse_proc_stat,
     plan,
+)
+from rocketlite.cli.cluster_procs import (
+    Launcher,
+    is_running,
+    port_free,
+    proc_start_time,
+    reap,
 )
 from rocketlite.protocol.bodies import TopicRouteData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
@@ -53,143 +70,13 @@ from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.headers import CreateTopicRequestHeader, GetRouteInfoRequestHeader
 from rocketlite.remoting.client import RemotingClient
 
+__all__ = ["ClusterError", "cluster_app", "proc_start_time"]
+
 cluster_app = typer.Typer(help="Run a cluster of NameServers and broker groups as separate "
                                "processes on this machine.", no_args_is_help=True)
 console = Console()
 
-READY = "rocketlite ready"
 PERM_READ_WRITE = 6
-
-
-class ClusterError(Exception):
-    """``up`` could not bring the cluster up (the message says which node and why)."""
-
-
-# ------------------------------------------------------------------------------ processes
-
-
-def proc_start_time(pid: int) -> int | None:
-    """The start time of a live (not zombie) process ``pid``, None if there is none."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-    state, start = parse_proc_stat(text)
-    return None if state in ("Z", "X") else start
-
-
-def is_running(rec: NodeRecord) -> bool:
-    """Whether the recorded process still runs: its PID lives with the recorded start time."""
-    return (rec.pid is not None and rec.start_time is not None
-            and proc_start_time(rec.pid) == rec.start_time)
-
-
-def _reap(pid: int) -> None:
-    """Collect ``pid``'s exit status if it is a child of this process (else it stays a zombie
-    until this process exits); a PID that is not our child is not touched."""
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
-
-
-def _child_env() -> dict[str, str]:
-    """The environment of a node: this one, with the directory holding the ``rocketlite``
-    package this command runs first on PYTHONPATH (a node runs the same code as the command,
-    installed or not), and unbuffered output so the ready line reaches the log at once."""
-    src = str(Path(rocketlite.__file__).resolve().parent.parent)
-    path = os.environ.get("PYTHONPATH")
-    return dict(os.environ, PYTHONPATH=src if not path else os.pathsep.join([src, path]),
-                PYTHONUNBUFFERED="1")
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("0.0.0.0", port))
-        except OSError:
-            return False
-    return True
-
-
-def _tail(path: Path, lines: int = 20) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except FileNotFoundError:
-        return "(no log)"
-    return "\n".join(text.splitlines()[-lines:])
-
-
-class Launcher:
-    """Starts nodes, waits for their ready lines, and stops them all again when ``up`` fails."""
-
-    def __init__(self, cluster: ClusterPlan, ready_timeout: float) -> None:
-        self.plan = cluster
-        self.ready_timeout = ready_timeout
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.records: dict[str, NodeRecord] = {}
-        self.log_offsets: dict[str, int] = {}  # where this run's output starts in each log
-
-    def start(self, node: Node) -> None:
-        d = self.plan.node_dir(node)
-        d.mkdir(parents=True, exist_ok=True)
-        if node.kind == "broker":
-            self.plan.conf_path(node).write_text(self.plan.conf_text(node), encoding="utf-8")
-        log_path = self.plan.log_path(node)
-        self.log_offsets[node.name] = log_path.stat().st_size if log_path.exists() else 0
-        with log_path.open("ab") as log, open(os.devnull, "rb") as null:
-            log.write(f"--- rocketlite cluster up: {node.name} at {time.ctime()}\n".encode())
-            log.flush()
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "rocketlite", *self.plan.command(node)],
-                stdin=null, stdout=log, stderr=subprocess.STDOUT, env=_child_env(),
-                cwd=d, start_new_session=True,
-            )
-        self.procs[node.name] = proc
-        start = proc_start_time(proc.pid)
-        self.records[node.name] = NodeRecord.of(self.plan, node, proc.pid, start)
-
-    def is_ready(self, node: Node) -> bool:
-        """Whether the node's output of this run (not an earlier run's) has the ready line."""
-        with self.plan.log_path(node).open("rb") as f:
-            f.seek(self.log_offsets[node.name])
-            return READY.encode() in f.read()
-
-    def wait_ready(self, nodes: Iterable[Node]) -> None:
-        """Wait until every one of ``nodes`` printed its ready line; ClusterError with the log's
-        last lines for the first that exited or missed the deadline."""
-        pending = {n.name: n for n in nodes}
-        deadline = time.monotonic() + self.ready_timeout
-        while pending:
-            for name, node in list(pending.items()):
-                if self.is_ready(node):
-                    del pending[name]
-                    continue
-                code = self.procs[name].poll()
-                if code is not None:
-                    raise ClusterError(f"{name} exited with code {code} before it was ready; "
-                                       f"{self.plan.log_path(node)}:\n"
-                                       f"{_tail(self.plan.log_path(node))}")
-            if pending and time.monotonic() > deadline:
-                name, node = next(iter(pending.items()))
-                raise ClusterError(f"{name} was not ready within {self.ready_timeout:g} s; "
-                                   f"{self.plan.log_path(node)}:\n"
-                                   f"{_tail(self.plan.log_path(node))}")
-            if pending:
-                time.sleep(0.05)
-
-    def stop_all(self, timeout: float = 10.0) -> None:
-        """SIGTERM every started node (brokers first), then SIGKILL what outlives ``timeout``."""
-        order = sorted(self.procs.items(), key=lambda kv: kv[0].startswith("namesrv"))
-        for _, p in order:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        for _, p in order:
-            try:
-                p.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
 
 
 # ------------------------------------------------------------------------------ topics
@@ -201,20 +88,22 @@ async def _call(client: RemotingClient, addr: str, cmd: RemotingCommand) -> Remo
 
 async def create_topics(cluster: ClusterPlan, topics: list[str], queues: int,
                         route_wait_s: float) -> None:
-    """Create each topic on every master, then wait until a NameServer routes it to every
-    group (the brokers register after each topic change)."""
+    """Create each topic on every master (in controller mode on every replica: any of them may
+    be elected), then wait until a NameServer routes it to every group (the brokers register
+    after each topic change)."""
     client = RemotingClient()
+    targets = cluster.masters if cluster.controller is None else cluster.brokers
     try:
         for topic in topics:
             header = CreateTopicRequestHeader(
                 topic=topic, defaultTopic="TBW102", readQueueNums=queues, writeQueueNums=queues,
                 perm=PERM_READ_WRITE, topicFilterType="SINGLE_TAG")
-            for m in cluster.masters:
+            for m in targets:
                 reply = await _call(client, m.address, RemotingCommand.request(
                     RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext()))
                 if reply.code != ResponseCode.SUCCESS:
                     raise ClusterError(f"{m.name} refused topic {topic}: {reply.remark}")
-        groups = {m.broker_name for m in cluster.masters}
+        groups = {m.broker_name for m in targets}
         ns = cluster.namesrvs[0].address
         deadline = time.monotonic() + route_wait_s
         for topic in topics:
@@ -249,16 +138,21 @@ def _rel(path: str, dir: Path) -> str:  # noqa: A002
 
 
 def _table(state: ClusterState, title: str, dir: Path,  # noqa: A002
-           alive: dict[str, bool] | None = None) -> Table:
+           alive: dict[str, bool] | None = None, now: dict[str, str] | None = None) -> Table:
+    """The nodes; ``alive`` adds whether each runs, ``now`` (controller mode) the role the
+    route gives each broker now."""
     t = Table(title=title)
-    for col in ("node", "role", "pid", "port", "ha", "grpc"):
+    for col in ("node", "role", *(["now"] if now is not None else []), "pid", "port", "ha",
+                "grpc"):
         t.add_column(col, justify="right" if col in ("pid", "port", "ha", "grpc") else "left")
     if alive is not None:
         t.add_column("state")
     t.add_column("log")
     for rec in state.nodes:
-        row = [rec.name, rec.role, str(rec.pid) if rec.pid is not None else "-",
-               *(str(rec.ports[k]) if k in rec.ports else "-" for k in ("remoting", "ha", "grpc"))]
+        row = [rec.name, rec.role, *([now.get(rec.name, "-")] if now is not None else []),
+               str(rec.pid) if rec.pid is not None else "-",
+               *(str(rec.ports[k]) if k in rec.ports else "-"
+                 for k in ("client" if rec.kind == ETCD else "remoting", "ha", "grpc"))]
         if alive is not None:
             row.append("[green]running[/]" if alive[rec.name] else "[red]stopped[/]")
         row.append(_rel(rec.log, dir))
@@ -272,19 +166,49 @@ DirOpt = Annotated[Path, typer.Option("--dir", help="the cluster's directory (cl
                                                     "one directory per node)")]
 
 
+def _phases(cluster: ClusterPlan) -> list[tuple[Node, ...]]:
+    """The nodes in the order ``up`` starts them, each phase ready before the next starts:
+    etcd, the NameServers, then the masters and the slaves, or in controller mode the first
+    replica of every group and then the others (the first one registered is usually elected)."""
+    etcd = cluster.etcd
+    phases: list[tuple[Node, ...]] = [(etcd,)] if etcd is not None else []
+    phases.append(cluster.namesrvs)
+    if cluster.controller is None:
+        phases += [cluster.masters, cluster.slaves]
+    else:
+        firsts = tuple(nodes[0] for nodes in cluster.groups.values())
+        phases += [firsts, tuple(n for n in cluster.brokers if n not in firsts)]
+    return [p for p in phases if p]
+
+
+def _check_controller(cluster: ClusterPlan) -> str | None:
+    """The etcd binary ``up`` starts (None with an existing etcd, which must answer now)."""
+    if cluster.controller is None:
+        return None
+    if cluster.etcd is not None:
+        return find_etcd()
+    if not etcd_healthy(cluster.controller, timeout=2.0):
+        raise ClusterError(f"--controller {cluster.controller}: no healthy etcd answers there "
+                           "(its /health endpoint); start it, or use --controller etcd")
+    return None
+
+
 @cluster_app.command()
 def up(
     dir: DirOpt,  # noqa: A002
     namesrvs: Annotated[int, typer.Option(help="NameServers")] = 1,
     brokers: Annotated[int, typer.Option(help="broker groups (broker-a, broker-b, ...)")] = 2,
     replicas: Annotated[int, typer.Option(
-        help="nodes per group: a master and replicas-1 slaves")] = 2,
+        help="nodes per group: a master and replicas-1 slaves (with --controller: replicas "
+             "the controller elects the master among)")] = 2,
     base_port: Annotated[int, typer.Option(
-        help="first port: NameServers, then 3 per broker (listen, HA, gRPC)")] = 9876,
+        help="first port: NameServers, then 3 per broker (listen, HA, gRPC), then etcd's 2")]
+    = 9876,
     flush: Annotated[str, typer.Option(help="flushDiskType: ASYNC_FLUSH or SYNC_FLUSH")]
     = "ASYNC_FLUSH",
-    role: Annotated[str, typer.Option(help="the masters' brokerRole: ASYNC_MASTER or "
-                                           "SYNC_MASTER")] = "ASYNC_MASTER",
+    role: Annotated[str | None, typer.Option(
+        help="the masters' brokerRole: ASYNC_MASTER or SYNC_MASTER [default: ASYNC_MASTER, "
+             "with --controller SYNC_MASTER]")] = None,
     topic: Annotated[list[str] | None, typer.Option(
         help="create this topic on every master (repeatable)")] = None,
     queues: Annotated[int, typer.Option(help="read and write queues per master of each "
@@ -292,23 +216,29 @@ def up(
     no_grpc: Annotated[bool, typer.Option("--no-grpc", help="no gRPC front on the brokers")]
     = False,
     controller: Annotated[str | None, typer.Option(
-        help="a controller for master election (etcd): not yet available")] = None,
+        help="elect each group's master with a controller on etcd (automatic failover): "
+             "'etcd' starts one (the etcd-server package's binary), etcd://host:port uses an "
+             "existing one")] = None,
     ready_timeout: Annotated[float, typer.Option(
-        help="seconds each phase (NameServers, masters, slaves) may take to be ready")] = 30.0,
+        help="seconds each phase (NameServers, masters, slaves; etcd, and the election with "
+             "every replica in sync) may take to be ready")] = 30.0,
 ) -> None:
     """Start NameServers and broker groups (a master and its slaves each) as separate
-    processes on 127.0.0.1, each with its own store and log under DIR."""
-    if controller is not None:
-        console.print(f"[red]--controller {controller}: not yet: issue 20 controller (master "
-                      "election is not implemented; run without --controller)[/]")
-        raise typer.Exit(2)
+    processes on 127.0.0.1, each with its own store and log under DIR; with --controller
+    the controller elects each group's master and replaces it when it dies."""
     if queues < 1:
         raise typer.BadParameter("must be at least 1", param_hint="--queues")
     try:
         cluster = plan(dir.resolve(), namesrvs=namesrvs, brokers=brokers, replicas=replicas,
-                       base_port=base_port, role=role, flush=flush, grpc=not no_grpc)
+                       base_port=base_port, role=role, flush=flush, grpc=not no_grpc,
+                       controller=controller)
     except PlanError as e:
         raise typer.BadParameter(str(e)) from e
+    try:
+        etcd_binary = _check_controller(cluster)
+    except ClusterError as e:
+        console.print(f"[red]{escape(str(e))}[/]")
+        raise typer.Exit(1) from e
     dir.mkdir(parents=True, exist_ok=True)
     try:
         old = ClusterState.read(cluster.dir)
@@ -320,24 +250,27 @@ def up(
         console.print(f"[red]{cluster.dir} has a running cluster: {names}; "
                       f"run `rocketlite cluster down --dir {dir}` first[/]")
         raise typer.Exit(1)
-    busy = [p for p in cluster.all_ports() if not _port_free(p)]
+    busy = [p for p in cluster.all_ports() if not port_free(p)]
     if busy:
         console.print(f"[red]ports in use: {', '.join(map(str, busy))}; pick another "
                       "--base-port[/]")
         raise typer.Exit(1)
 
     began = time.monotonic()
-    launcher = Launcher(cluster, ready_timeout)
+    launcher = Launcher(cluster, ready_timeout, etcd_binary)
     state = ClusterState(cluster.namesrv_addr, [NodeRecord.of(cluster, n) for n in cluster.nodes],
-                         list(topic or []))
+                         list(topic or []), controller=cluster.controller)
+    masters: dict[str, str] = {}
     try:
-        for phase in (cluster.namesrvs, cluster.masters, cluster.slaves):
+        for phase in _phases(cluster):
             for node in phase:
                 launcher.start(node)
             state.nodes = [launcher.records.get(n.name) or NodeRecord.of(cluster, n)
                            for n in cluster.nodes]
             state.write(cluster.dir)  # every started PID on record before waiting on it
             launcher.wait_ready(phase)
+        if cluster.controller is not None:
+            masters = asyncio.run(wait_elected(cluster, ready_timeout))
         if topic:
             asyncio.run(create_topics(cluster, list(topic), queues, ready_timeout))
     except BaseException as e:  # Ctrl-C too: nothing started is left running
@@ -353,6 +286,9 @@ def up(
         raise
     took = time.monotonic() - began
     console.print(_table(state, f"cluster {cluster.cluster_name} in {cluster.dir}", cluster.dir))
+    for group, master in masters.items():
+        console.print(f"{group}: master {master} (elected by the controller at "
+                      f"{cluster.controller}; every replica in sync)")
     console.print(f"{len(cluster.nodes)} processes ready in {took:.1f} s; namesrvAddr "
                   f"{cluster.namesrv_addr}" + (f"; topics {', '.join(topic)}" if topic else ""))
 
@@ -369,24 +305,57 @@ def _read_state(dir: Path) -> ClusterState:  # noqa: A002
     return state
 
 
+def _groups_now(state: ClusterState) -> tuple[list[GroupStatus], dict[str, str]]:
+    """Controller mode: each group's master now (route and controller), and each broker's role
+    now by the route (``master``, ``slave``, or ``down`` when it does not run)."""
+    assert state.controller is not None
+    groups: dict[str, dict[str, str]] = {}
+    for rec in state.nodes:
+        if rec.kind == "broker" and rec.broker_name is not None:
+            groups.setdefault(rec.broker_name, {})[rec.address] = rec.name
+    ns = next((r.address for r in state.nodes if r.kind == "namesrv" and is_running(r)), None)
+    etcd = [r for r in state.nodes if r.kind == ETCD]  # none: an existing etcd, always asked
+    rows = asyncio.run(group_views(state.controller, CLUSTER_NAME, ns, groups,
+                                   ask_etcd=not etcd or is_running(etcd[0])))
+    masters = {r.route_master_node for r in rows}
+    now = {rec.name: ("down" if not is_running(rec) else
+                      "master" if rec.name in masters else "slave")
+           for rec in state.nodes if rec.kind == "broker"}
+    return rows, now
+
+
 @cluster_app.command()
 def status(
     dir: DirOpt,  # noqa: A002
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
-    """Each node of the cluster in DIR: its PID, whether it runs, its ports."""
+    """Each node of the cluster in DIR: its PID, whether it runs, its ports; with a controller
+    also who is master of each group now (the NameServer's route, the controller's state)."""
     state = _read_state(dir)
     alive = {r.name: is_running(r) for r in state.nodes}
+    rows, now = _groups_now(state) if state.controller is not None else ([], None)
     if as_json:
-        out = {"namesrv_addr": state.namesrv_addr, "topics": state.topics,
-               "nodes": [{"name": r.name, "kind": r.kind, "role": r.role, "pid": r.pid,
-                          "running": alive[r.name], "address": r.address, "ports": r.ports,
-                          "log": r.log} for r in state.nodes]}
+        out: dict[str, object] = {
+            "namesrv_addr": state.namesrv_addr, "topics": state.topics,
+            "nodes": [{"name": r.name, "kind": r.kind, "role": r.role, "pid": r.pid,
+                       "running": alive[r.name], "address": r.address, "ports": r.ports,
+                       "log": r.log, **({"now": now.get(r.name)} if now is not None else {})}
+                      for r in state.nodes]}
+        if state.controller is not None:
+            out["controller"] = state.controller
+            out["groups"] = {r.group: {
+                "master": r.route_master_node, "masterAddr": r.route_master,
+                "controllerMasterId": r.master_id, "epoch": r.epoch,
+                "syncStateSet": r.sync_state_set, "live": r.live, "error": r.error}
+                for r in rows}
         print(json.dumps(out, indent=2))
         return
-    console.print(_table(state, f"cluster in {dir}", dir, alive))
+    console.print(_table(state, f"cluster in {dir}", dir, alive, now))
+    for row in rows:
+        console.print(escape(row.describe()))
     console.print(f"{sum(alive.values())} of {len(alive)} running; namesrvAddr "
-                  f"{state.namesrv_addr}")
+                  f"{state.namesrv_addr}"
+                  + (f"; controller {state.controller}" if state.controller else ""))
 
 
 def _signal(rec: NodeRecord, sig: signal.Signals) -> bool:
@@ -406,7 +375,7 @@ def _wait_gone(recs: list[NodeRecord], deadline: float) -> list[NodeRecord]:
     while left:
         for rec in left:
             if rec.pid is not None:
-                _reap(rec.pid)
+                reap(rec.pid)
         left = [r for r in left if is_running(r)]
         if not left or time.monotonic() > deadline:
             break
@@ -424,12 +393,12 @@ def down(
     --timeout); stores and logs stay."""
     state = _read_state(dir)
     outcome: dict[str, str] = {}
-    brokers = [r for r in state.nodes if r.kind != "namesrv"]
-    namesrvs = [r for r in state.nodes if r.kind == "namesrv"]
     stuck = False
-    for group in (brokers, namesrvs):  # brokers first: they unregister from the NameServers
+    # brokers first (they unregister from the NameServers and revoke their leases in etcd),
+    # etcd last
+    for kind in ("broker", "namesrv", ETCD):
         signalled = []
-        for rec in group:
+        for rec in (r for r in state.nodes if r.kind == kind):
             if rec.pid is None:
                 outcome[rec.name] = "not running"
             elif _signal(rec, signal.SIGTERM):

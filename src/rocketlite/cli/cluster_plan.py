@@ -13,6 +13,15 @@ default offset) and the gRPC front's port ``listenPort + 2`` (the block keeps it
 A node named ``broker-a-0`` is group broker-a's master (``brokerId=0``), ``broker-a-1`` its first
 slave; a NameServer is ``namesrv-0``. Each node has its own directory ``DIR/<node>`` holding its
 ``broker.conf``, its store (``DIR/<node>/store``) and its log (``DIR/<node>/<node>.log``).
+
+With a controller (``controller="etcd"``: start one; ``"etcd://host:port"``: an existing one) the
+controller decides who is master, so no node is master by its configuration: every broker of a
+group runs in controller mode with the same ``brokerRole`` (the role it takes when elected) and a
+``brokerId`` above 0 (RocketMQ 5 registers the master under 0): ``broker-a-1``, ``broker-a-2``,
+... without ``haMasterAddress`` (the controller names the master). The NameServers run the
+election watcher. A started etcd is the node ``etcd`` (data in ``DIR/etcd/data``, log
+``DIR/etcd/etcd.log``) on the two ports after the brokers' (client, then peer), so the brokers'
+ports are the same with or without it.
 """
 
 from __future__ import annotations
@@ -28,6 +37,8 @@ STATE_FILE = "cluster.json"
 STATE_VERSION = 1
 PORTS_PER_BROKER = 3
 HOST = "127.0.0.1"
+ETCD = "etcd"  # --controller etcd: start an etcd; also the etcd node's name and kind
+ETCD_PORTS = 2  # client, peer
 MASTER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER")
 FLUSH_TYPES = ("ASYNC_FLUSH", "SYNC_FLUSH")
 CLUSTER_NAME = "DefaultCluster"
@@ -42,6 +53,10 @@ SMALL_FILES = {
 
 class PlanError(ValueError):
     """A cluster that cannot be planned (a count or port out of range, a bad role)."""
+
+
+class ClusterError(Exception):
+    """``up`` could not bring the cluster up (the message says which node and why)."""
 
 
 def group_name(index: int) -> str:
@@ -61,18 +76,20 @@ def group_name(index: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Node:
-    """One process of the cluster. ``kind`` is ``namesrv`` or ``broker``; for a broker ``role``
-    is its ``brokerRole`` (ASYNC_MASTER, SYNC_MASTER or SLAVE), for a NameServer ``NAMESRV``."""
+    """One process of the cluster. ``kind`` is ``namesrv``, ``broker`` or ``etcd``; for a broker
+    ``role`` is its ``brokerRole`` (ASYNC_MASTER, SYNC_MASTER or SLAVE; in controller mode the
+    role it takes when elected), for a NameServer ``NAMESRV``, for etcd ``ETCD``."""
 
     name: str
     kind: str
     role: str
-    port: int  # the Remoting port: the NameServer's, or the broker's listenPort
+    port: int  # the Remoting port: the NameServer's, or the broker's listenPort; etcd's client
     broker_name: str | None = None
     broker_id: int | None = None
     ha_port: int | None = None
     grpc_port: int | None = None  # None: the gRPC front is off
     ha_master_address: str | None = None  # a slave's master's host:haListenPort
+    peer_port: int | None = None  # etcd's peer port
 
     @property
     def address(self) -> str:
@@ -80,21 +97,39 @@ class Node:
 
     @property
     def is_master(self) -> bool:
+        """Master by its configuration (brokerId 0); in controller mode no node is."""
         return self.kind == "broker" and self.broker_id == 0
 
     def ports(self) -> list[int]:
         """The ports this node binds (the HA port once replication serves it)."""
-        return [p for p in (self.port, self.ha_port, self.grpc_port) if p is not None]
+        return [p for p in (self.port, self.ha_port, self.grpc_port, self.peer_port)
+                if p is not None]
 
 
 @dataclass(frozen=True, slots=True)
 class ClusterPlan:
-    """Every node of a cluster, NameServers first, then each group's master and its slaves."""
+    """Every node of a cluster: etcd if it starts one, the NameServers, then each group's master
+    and its slaves (in controller mode each group's replicas). ``controller`` is the etcd URL
+    the NameServers and brokers use, None without a controller."""
 
     dir: Path
     nodes: tuple[Node, ...]
     flush: str = "ASYNC_FLUSH"
     cluster_name: str = CLUSTER_NAME
+    controller: str | None = None
+
+    @property
+    def etcd(self) -> Node | None:
+        """The etcd node ``up`` starts; None without a controller or with an existing etcd."""
+        return next((n for n in self.nodes if n.kind == ETCD), None)
+
+    @property
+    def groups(self) -> dict[str, tuple[Node, ...]]:
+        """Each group's broker nodes, by brokerName."""
+        out: dict[str, list[Node]] = {}
+        for n in self.brokers:
+            out.setdefault(str(n.broker_name), []).append(n)
+        return {k: tuple(v) for k, v in out.items()}
 
     @property
     def namesrvs(self) -> tuple[Node, ...]:
@@ -148,6 +183,9 @@ class ClusterPlan:
         if node.ha_master_address is not None:
             props["haMasterAddress"] = node.ha_master_address
         props["namesrvAddr"] = self.namesrv_addr
+        if self.controller is not None:  # RocketMQ 5's keys: the controller decides the role
+            props["enableControllerMode"] = "true"
+            props["controllerAddr"] = self.controller
         props["storePathRootDir"] = str(self.store_path(node))
         props["flushDiskType"] = self.flush
         if node.grpc_port is None:
@@ -166,17 +204,43 @@ class ClusterPlan:
 
     def command(self, node: Node) -> list[str]:
         """The arguments after ``python -m rocketlite`` that start ``node``."""
+        if node.kind == ETCD:
+            raise PlanError("etcd is not a rocketlite command (cluster_etcd.etcd_command)")
+        ctl = [] if self.controller is None else ["--controller", self.controller]
         if node.kind == "namesrv":
             return ["namesrv", "--port", str(node.port),
-                    "--kv-config", str(self.node_dir(node) / "kvConfig.json")]
-        return ["broker", "-c", str(self.conf_path(node))]
+                    "--kv-config", str(self.node_dir(node) / "kvConfig.json"), *ctl,
+                    *(["--cluster", self.cluster_name] if ctl else [])]
+        return ["broker", "-c", str(self.conf_path(node)), *ctl]
+
+
+def controller_url(controller: str, client_port: int) -> tuple[str, bool]:
+    """The etcd URL for ``--controller`` and whether ``up`` starts that etcd: ``etcd`` starts one
+    on ``client_port``; ``etcd://host:port`` is an existing one."""
+    if controller == ETCD:
+        return f"etcd://{HOST}:{client_port}", True
+    if not controller.startswith("etcd://"):
+        raise PlanError(f"--controller {controller}: etcd (start one) or etcd://host:port (an "
+                        "existing etcd)")
+    from rocketlite.controller.etcd import parse_url  # controller mode only: loads aetcd
+    from rocketlite.controller.state import ControllerError
+
+    try:
+        host, port = parse_url(controller)
+    except ControllerError as e:
+        raise PlanError(f"--controller {controller}: {e}") from None
+    return f"etcd://{host}:{port}", False
 
 
 def plan(dir: Path, *, namesrvs: int = 1, brokers: int = 2, replicas: int = 2,  # noqa: A002
-         base_port: int = 9876, role: str = "ASYNC_MASTER", flush: str = "ASYNC_FLUSH",
-         grpc: bool = True) -> ClusterPlan:
+         base_port: int = 9876, role: str | None = None, flush: str = "ASYNC_FLUSH",
+         grpc: bool = True, controller: str | None = None) -> ClusterPlan:
     """The nodes of a cluster of ``brokers`` groups of ``replicas`` nodes each (a master and
-    ``replicas - 1`` slaves) and ``namesrvs`` NameServers, ports from ``base_port`` on."""
+    ``replicas - 1`` slaves, or with ``controller`` replicas the controller elects among) and
+    ``namesrvs`` NameServers, ports from ``base_port`` on. ``role`` defaults to ASYNC_MASTER,
+    with a controller to SYNC_MASTER (only then is nothing acknowledged lost in a failover)."""
+    if role is None:
+        role = "ASYNC_MASTER" if controller is None else "SYNC_MASTER"
     if namesrvs < 1:
         raise PlanError(f"--namesrvs {namesrvs}: at least 1")
     if brokers < 1:
@@ -187,27 +251,35 @@ def plan(dir: Path, *, namesrvs: int = 1, brokers: int = 2, replicas: int = 2,  
         raise PlanError(f"--role {role}: ASYNC_MASTER or SYNC_MASTER")
     if flush not in FLUSH_TYPES:
         raise PlanError(f"--flush {flush}: ASYNC_FLUSH or SYNC_FLUSH")
-    last = base_port + namesrvs + brokers * replicas * PORTS_PER_BROKER - 1
+    first_etcd = base_port + namesrvs + brokers * replicas * PORTS_PER_BROKER
+    url, start_etcd = (None, False) if controller is None else controller_url(controller,
+                                                                              first_etcd)
+    last = first_etcd - 1 + (ETCD_PORTS if start_etcd else 0)
     if base_port < 1 or last > 65535:
         raise PlanError(f"--base-port {base_port}: the cluster needs ports {base_port}..{last}, "
                         "within 1..65535")
-    nodes = [Node(f"namesrv-{i}", "namesrv", "NAMESRV", base_port + i) for i in range(namesrvs)]
+    nodes = []
+    if start_etcd:
+        nodes.append(Node(ETCD, ETCD, "ETCD", first_etcd, peer_port=first_etcd + 1))
+    nodes += [Node(f"namesrv-{i}", "namesrv", "NAMESRV", base_port + i) for i in range(namesrvs)]
     port = base_port + namesrvs
+    first_id = 0 if url is None else 1  # in controller mode 0 is the route's id of the master
     for g in range(brokers):
         name = group_name(g)
         master_ha: str | None = None
-        for broker_id in range(replicas):
+        for broker_id in range(first_id, first_id + replicas):
             ha = port + 1
+            slave = url is None and broker_id > 0
             nodes.append(Node(
-                f"{name}-{broker_id}", "broker", role if broker_id == 0 else "SLAVE", port,
+                f"{name}-{broker_id}", "broker", "SLAVE" if slave else role, port,
                 broker_name=name, broker_id=broker_id, ha_port=ha,
                 grpc_port=port + 2 if grpc else None,
-                ha_master_address=None if broker_id == 0 else master_ha,
+                ha_master_address=master_ha if slave else None,
             ))
-            if broker_id == 0:
+            if url is None and broker_id == 0:
                 master_ha = f"{HOST}:{ha}"
             port += PORTS_PER_BROKER
-    return ClusterPlan(dir, tuple(nodes), flush)
+    return ClusterPlan(dir, tuple(nodes), flush, controller=url)
 
 
 # ------------------------------------------------------------------------------ cluster.json
@@ -233,7 +305,9 @@ class NodeRecord:
     @classmethod
     def of(cls, plan: ClusterPlan, node: Node, pid: int | None = None,
            start_time: int | None = None) -> NodeRecord:
-        ports = {"remoting": node.port}
+        ports = {"client": node.port} if node.kind == ETCD else {"remoting": node.port}
+        if node.peer_port is not None:
+            ports["peer"] = node.peer_port
         if node.ha_port is not None:
             ports["ha"] = node.ha_port
         if node.grpc_port is not None:
@@ -244,13 +318,14 @@ class NodeRecord:
 
 @dataclass(slots=True)
 class ClusterState:
-    """``DIR/cluster.json``: the nodes (with PIDs while running), the NameServer address and the
-    topics ``up`` created."""
+    """``DIR/cluster.json``: the nodes (with PIDs while running), the NameServer address, the
+    topics ``up`` created and the controller's etcd URL (None without a controller)."""
 
     namesrv_addr: str
     nodes: list[NodeRecord]
     topics: list[str] = field(default_factory=list)
     version: int = STATE_VERSION
+    controller: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2) + "\n"
@@ -262,7 +337,8 @@ class ClusterState:
             raise ValueError(f"cluster.json version {data.get('version')!r}, expected "
                              f"{STATE_VERSION}")
         nodes = [NodeRecord(**n) for n in data["nodes"]]
-        return cls(data["namesrv_addr"], nodes, list(data.get("topics", [])))
+        return cls(data["namesrv_addr"], nodes, list(data.get("topics", [])),
+                   controller=data.get("controller"))
 
     def write(self, dir: Path) -> None:  # noqa: A002
         """Write atomically (a temporary file renamed over ``cluster.json``)."""

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.config import BrokerConfig, check_role
+from rocketlite.cli.cluster_etcd import etcd_command, find_etcd
 from rocketlite.cli.cluster_plan import (
     PORTS_PER_BROKER,
+    ClusterError,
     ClusterState,
     NodeRecord,
     PlanError,
@@ -152,3 +154,104 @@ def test_default_ports_are_the_documented_ones(tmp_path: Path) -> None:
         ("broker-a-1", 9880, 9881, 9882), ("broker-b-0", 9883, 9884, 9885),
         ("broker-b-1", 9886, 9887, 9888)]
     assert [n.role for n in p.brokers] == ["ASYNC_MASTER", "SLAVE"] * 2
+
+
+# ------------------------------------------------------------------------------ controller
+
+
+def test_controller_plan_starts_etcd_after_the_broker_ports(tmp_path: Path) -> None:
+    p = plan(tmp_path, brokers=2, replicas=2, base_port=20000, controller="etcd")
+    assert [(n.name, n.kind, n.role, n.port, n.broker_id) for n in p.nodes] == [
+        ("etcd", "etcd", "ETCD", 20013, None),
+        ("namesrv-0", "namesrv", "NAMESRV", 20000, None),
+        ("broker-a-1", "broker", "SYNC_MASTER", 20001, 1),
+        ("broker-a-2", "broker", "SYNC_MASTER", 20004, 2),
+        ("broker-b-1", "broker", "SYNC_MASTER", 20007, 1),
+        ("broker-b-2", "broker", "SYNC_MASTER", 20010, 2),
+    ]
+    assert p.etcd is not None and p.etcd.peer_port == 20014 and p.etcd.ports() == [20013, 20014]
+    assert p.controller == "etcd://127.0.0.1:20013"
+    # the brokers' ports are those of the plain plan: etcd only adds two after them
+    plain = plan(tmp_path, brokers=2, replicas=2, base_port=20000)
+    assert [n.ports() for n in p.brokers] == [n.ports() for n in plain.brokers]
+    assert sorted(p.all_ports()) == list(range(20000, 20015))
+    assert p.masters == () and {g: [n.name for n in ns] for g, ns in p.groups.items()} == {
+        "broker-a": ["broker-a-1", "broker-a-2"], "broker-b": ["broker-b-1", "broker-b-2"]}
+    assert all(n.ha_master_address is None for n in p.brokers)
+    assert p.log_path(p.etcd) == tmp_path / "etcd" / "etcd.log"
+
+
+def test_controller_conf_and_commands(tmp_path: Path) -> None:
+    p = plan(tmp_path, brokers=1, replicas=2, base_port=20000, controller="etcd")
+    url = "etcd://127.0.0.1:20007"
+    for node in p.brokers:
+        conf = tmp_path / f"{node.name}.conf"
+        conf.write_text(p.conf_text(node), encoding="utf-8")
+        props = read_properties_file(conf)
+        assert props["enableControllerMode"] == "true" and props["controllerAddr"] == url
+        assert "haMasterAddress" not in props
+        bcfg, scfg = BrokerConfig.from_properties(props), StoreConfig.from_properties(props)
+        check_role(bcfg, scfg)  # the broker accepts it: brokerId above 0, a fixed HA port
+        assert bcfg.enable_controller_mode and bcfg.broker_id == node.broker_id
+        assert p.command(node) == ["broker", "-c", str(p.conf_path(node)), "--controller", url]
+    assert p.command(p.namesrvs[0]) == [
+        "namesrv", "--port", "20000", "--kv-config", str(tmp_path / "namesrv-0" / "kvConfig.json"),
+        "--controller", url, "--cluster", "DefaultCluster"]
+    assert p.etcd is not None
+    with pytest.raises(PlanError, match="etcd_command"):
+        p.command(p.etcd)
+    assert p.etcd.peer_port is not None
+    argv = etcd_command("/usr/bin/etcd", p.node_dir(p.etcd) / "data", p.etcd.port,
+                        p.etcd.peer_port)
+    assert argv[0] == "/usr/bin/etcd"
+    assert argv[argv.index("--data-dir") + 1] == str(tmp_path / "etcd" / "data")
+    assert argv[argv.index("--listen-client-urls") + 1] == "http://127.0.0.1:20007"
+    assert argv[argv.index("--initial-cluster") + 1] == "rocketlite=http://127.0.0.1:20008"
+
+
+def test_an_existing_etcd_is_not_planned(tmp_path: Path) -> None:
+    p = plan(tmp_path, brokers=1, replicas=3, base_port=20000, controller="etcd://10.0.0.5",
+             role="ASYNC_MASTER")
+    assert p.etcd is None and p.controller == "etcd://10.0.0.5:2379"
+    assert [(n.name, n.role) for n in p.brokers] == [
+        ("broker-a-1", "ASYNC_MASTER"), ("broker-a-2", "ASYNC_MASTER"),
+        ("broker-a-3", "ASYNC_MASTER")]
+    assert max(p.all_ports()) == 20000 + 9  # no etcd ports
+
+
+@pytest.mark.parametrize("value", ["zk", "http://127.0.0.1:2379", "etcd://", "etcd://h:x"])
+def test_refused_controllers(tmp_path: Path, value: str) -> None:
+    with pytest.raises(PlanError, match="--controller"):
+        plan(tmp_path, controller=value)
+
+
+def test_etcd_ports_count_in_the_range(tmp_path: Path) -> None:
+    plan(tmp_path, brokers=1, replicas=1, base_port=65531)  # 65531..65534
+    with pytest.raises(PlanError, match=r"65531\.\.65536"):
+        plan(tmp_path, brokers=1, replicas=1, base_port=65531, controller="etcd")
+
+
+def test_state_keeps_the_controller(tmp_path: Path) -> None:
+    p = plan(tmp_path, brokers=1, replicas=2, base_port=20000, controller="etcd")
+    state = ClusterState(p.namesrv_addr, [NodeRecord.of(p, n) for n in p.nodes],
+                         controller=p.controller)
+    state.write(tmp_path)
+    back = ClusterState.read(tmp_path)
+    assert back == state and back is not None
+    assert back.nodes[0].ports == {"client": 20007, "peer": 20008}
+    # a cluster.json written before controllers: no controller
+    plain = ClusterState(p.namesrv_addr, []).to_json().replace('"controller": null', '"x": 0')
+    assert '"controller"' not in plain
+    (tmp_path / "cluster.json").write_text(plain.replace(',\n  "x": 0', ""), encoding="utf-8")
+    old = ClusterState.read(tmp_path)
+    assert old is not None and old.controller is None
+
+
+def test_find_etcd_names_the_package(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ClusterError, match="apt-get install etcd-server"):
+        find_etcd()
+    fake = tmp_path / "etcd"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    assert find_etcd() == str(fake)

@@ -52,6 +52,7 @@ from rocketlite.client.instance import ClientConfig
 from rocketlite.client.message import Message
 from rocketlite.client.producer import Producer
 from rocketlite.client.send_types import SendStatus
+from rocketlite.common.errors import RemotingError
 from rocketlite.controller.etcd import EtcdController
 from rocketlite.formats.message_id import decode_message_id
 from rocketlite.formats.message_record import decode_record
@@ -80,6 +81,7 @@ class Sample:
     sent: float
     master_max: int
     slave_acked: int
+    lag_ms: int  # the time behind the master reported with it (``lagMillis``)
 
     @property
     def diff(self) -> int:
@@ -106,7 +108,7 @@ async def ha_sample(client: RemotingClient, addr: str) -> Sample | None:
     assert len(conns) == 1, conns
     c = conns[0]
     assert c["diff"] == info["masterCommitLogMaxOffset"] - c["slaveAckOffset"], info
-    return Sample(sent, info["masterCommitLogMaxOffset"], c["slaveAckOffset"])
+    return Sample(sent, info["masterCommitLogMaxOffset"], c["slaveAckOffset"], c["lagMillis"])
 
 
 async def max_offset(client: RemotingClient, addr: str) -> int:
@@ -117,16 +119,18 @@ async def max_offset(client: RemotingClient, addr: str) -> int:
 
 
 async def load(producer: Producer, stop: asyncio.Event, acks: list[Ack], worker: int) -> None:
-    """Send unique bodies until ``stop``; keep each acknowledgement. A send that fails (the
-    master died under it) ends this sender: it was not acknowledged."""
+    """Send unique bodies until ``stop``; keep each acknowledgement. A send that fails after
+    ``stop`` (the master died under it) ends this sender: it was not acknowledged."""
     n = 0
     while not stop.is_set():
         body = (b"w%03d-%08d-" % (worker, n)).ljust(BODY, b".")
         n += 1
         try:
             r = await producer.send(Message(TOPIC, body))
-        except Exception:  # noqa: BLE001 - the master was killed: not acknowledged
-            return
+        except Exception:
+            if stop.is_set():  # the master was killed under it: not acknowledged
+                return
+            raise  # before the kill a send must not fail
         assert r.status is SendStatus.SEND_OK, r.status  # ASYNC_MASTER answers at once
         _, port, offset = decode_message_id(r.offset_msg_id)
         acks.append(Ack(body, offset, port, time.monotonic()))
@@ -134,11 +138,13 @@ async def load(producer: Producer, stop: asyncio.Event, acks: list[Ack], worker:
 
 async def sample_loop(client: RemotingClient, addr: str, stop: asyncio.Event,
                       samples: list[Sample]) -> None:
+    """Every ``SAMPLE_S`` until ``stop``, keep the master's answer (one not answered in time,
+    or cut by the kill, is skipped)."""
     while not stop.is_set():
         try:
             s = await ha_sample(client, addr)
-        except Exception:  # noqa: BLE001 - the master was killed mid-request
-            return
+        except RemotingError:
+            s = None
         if s is not None and not stop.is_set():
             samples.append(s)
         await asyncio.sleep(SAMPLE_S)
@@ -218,7 +224,7 @@ async def test_async_master_loss_is_bounded_by_reported_lag(tmp_path: Path, etcd
         assert all(t.done() for t in tasks), "a sender did not end after the kill"
         for t in tasks:
             t.result()
-        assert len(acks) > 1000, f"too little load: {len(acks)} acks"
+        assert acks, "no send was acknowledged"
         assert {a.port for a in acks} == {master.port}, "an ack came from another broker"
 
         await wait_master(client, ns, GROUP, slave.address, FAILOVER_LIMIT_S)
@@ -255,9 +261,9 @@ async def test_async_master_loss_is_bounded_by_reported_lag(tmp_path: Path, etcd
             assert cut is not None and survivor_max + cut.total_size > last.slave_acked, (
                 "the survivor lost whole records the slave had acked")
         print(f"\nASYNC_MASTER loss (slave paused {pause} s): {len(acks)} acked "
-              f"({sum(size.values())} B) in {LOAD_S + pause} s, "
-              f"{len(samples)} samples; last reported lag {last.diff} B (master {last.master_max}"
-              f", slave acked {last.slave_acked}); acked after that report {after} B; survivor "
+              f"({sum(size.values())} B) in {LOAD_S + pause} s, {len(samples)} samples; "
+              f"last reported lag {last.diff} B, {last.lag_ms} ms (master {last.master_max}, "
+              f"slave acked {last.slave_acked}); acked after that report {after} B; survivor "
               f"max offset {survivor_max}; lost {len(beyond)} messages, {lost_bytes} B; "
               f"half-copied record cut {half} B")
         assert lost_bytes <= last.diff + after + half, (lost_bytes, last, after, half)

@@ -10,6 +10,7 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import hahelp
 from brokerhelp import READY, ServerProcess, eventually, free_port
 from rocketlite.broker.broker import Broker
 from rocketlite.broker.config import BrokerConfig
@@ -24,28 +25,13 @@ from rocketlite.remoting.client import RemotingClient
 from rocketlite.store.config import StoreConfig
 
 TOPIC = "SyncTopic"
-SEG = 1 << 20
 
 __all__ = ["READY", "TOPIC", "FakeSlave", "World", "eventually", "send_request", "world"]
 
 
 def store_props(root: Path, **extra: str) -> dict[str, str]:
-    props = {
-        "storePathRootDir": str(root),
-        "listenPort": "0",
-        "haListenPort": "0",
-        "brokerIP1": "127.0.0.1",
-        "mappedFileSizeCommitLog": str(SEG),
-        "mappedFileSizeConsumeQueue": "20000",
-        "maxHashSlotNum": "1024",
-        "maxIndexNum": "40000",
-        "flushIntervalCommitLog": "20",
-        "flushIntervalConsumeQueue": "20",
-        "haSendHeartbeatInterval": "200",
-        "haHousekeepingInterval": "20000",
-    }
-    props.update(extra)
-    return props
+    return hahelp.store_props(root, **({"brokerIP1": "127.0.0.1",
+                                        "haHousekeepingInterval": "20000"} | extra))
 
 
 def send_request(body: bytes, queue_id: int = 0, code: int = RequestCode.SEND_MESSAGE_V2,

@@ -9,144 +9,39 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+import hahelp
 from brokerhelp import decode_records, free_port
 from brokerhelp import eventually as wait_for
+from hahelp import SEG, Pair, store_config
 from rocketlite.broker.broker import Broker
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.common.errors import ConfigError
 from rocketlite.formats import ha
 from rocketlite.formats.properties import encode_properties
-from rocketlite.namesrv.server import NameServer
 from rocketlite.protocol.bodies import TopicRouteData
 from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeader
-from rocketlite.remoting.client import RemotingClient
-from rocketlite.store.config import StoreConfig
 from rocketlite.store.message import MessageToStore
 from rocketlite.store.message_store import MessageStore
 
 pytestmark = pytest.mark.integration
 
-SEG = 1 << 20
 TOPIC = "HaTopic"
 TIMEOUT = 60.0
 
 
-def store_config(root: Path, **extra: str) -> StoreConfig:
-    props = {
-        "storePathRootDir": str(root),
-        "listenPort": "0",
-        "haListenPort": "0",
-        "mappedFileSizeCommitLog": str(SEG),
-        "mappedFileSizeConsumeQueue": "20000",
-        "maxHashSlotNum": "1024",
-        "maxIndexNum": "40000",
-        "maxMessageSize": "65536",
-        "flushIntervalCommitLog": "20",
-        "flushIntervalConsumeQueue": "20",
-        "haSendHeartbeatInterval": "200",
-        "haHousekeepingInterval": "2000",
-    }
-    props.update(extra)
-    return StoreConfig.from_properties(props)
-
-
-class Pair:
-    def __init__(self, tmp: Path, ns: NameServer) -> None:
-        self.tmp = tmp
-        self.ns = ns
-        self.master: Broker | None = None
-        self.slave: Broker | None = None
-        self.client = RemotingClient()
-
-    def _bcfg(self, broker_id: int) -> BrokerConfig:
-        return BrokerConfig.from_properties({
-            "namesrvAddr": f"127.0.0.1:{self.ns.port}", "brokerName": "broker-ha",
-            "brokerId": str(broker_id),
-        })
-
-    async def start_master(self, **extra: str) -> Broker:
-        self.master = Broker(self._bcfg(0), store_config(self.tmp / "m", **extra))
-        await self.master.start()
-        self.master.topics.create_plain(TOPIC, 4)
-        return self.master
-
-    async def start_slave(self, **extra: str) -> Broker:
-        assert self.master is not None and self.master.ha_server is not None
-        cfg = store_config(self.tmp / "s", brokerRole="SLAVE",
-                           haMasterAddress=f"127.0.0.1:{self.master.ha_server.port}", **extra)
-        self.slave = Broker(self._bcfg(1), cfg)
-        await self.slave.start()
-        self.slave.topics.create_plain(TOPIC, 4)  # topic configs are not replicated (yet)
-        return self.slave
-
-    async def stop_slave(self) -> None:
-        if self.slave is not None:
-            await self.slave.close()
-            self.slave = None
-
-    async def stop_master(self) -> None:
-        if self.master is not None:
-            await self.master.close()
-            self.master = None
-
-    async def caught_up(self) -> float:
-        """Wait until the slave holds and has dispatched the master's whole log; the seconds."""
-        assert self.master is not None and self.slave is not None
-        m, s = self.master.store, self.slave.store
-        t0 = time.perf_counter()
-        await eventually(lambda: s.commitlog.max_offset == m.commitlog.max_offset
-                         and s.dispatcher.dispatch_from >= s.commitlog.max_offset
-                         and m.dispatcher.dispatch_from >= m.commitlog.max_offset)
-        return time.perf_counter() - t0
-
-    def assert_identical(self) -> None:
-        assert self.master is not None and self.slave is not None
-        m, s = self.master.store, self.slave.store
-        assert _units(s) == _units(m)
-        m_files = _segment_files(self.tmp / "m")
-        s_files = _segment_files(self.tmp / "s")
-        top = m.commitlog.max_offset
-        # every segment the master wrote into (one may be prepared ahead on either side)
-        written = [n for n in m_files if int(n) < top]
-        assert len(written) >= 1
-        for name in written:
-            assert (self.tmp / "s" / "commitlog" / name).read_bytes() == \
-                (self.tmp / "m" / "commitlog" / name).read_bytes(), name
-        assert [n for n in s_files if int(n) < top] == written
-
-
-@contextlib.asynccontextmanager
-async def pair(tmp: Path) -> AsyncIterator[Pair]:
-    ns = NameServer("127.0.0.1", 0, auto_create_route=False)
-    await ns.start()
-    p = Pair(tmp, ns)
-    try:
-        yield p
-    finally:
-        await p.client.close()
-        await p.stop_slave()
-        await p.stop_master()
-        await ns.close()
+def pair(tmp: Path) -> contextlib.AbstractAsyncContextManager[Pair]:
+    return hahelp.pair(tmp, "broker-ha", store={"maxMessageSize": "65536"}, topic=(TOPIC, 4))
 
 
 async def eventually(check: Callable[[], object], timeout: float = TIMEOUT) -> None:  # noqa: ASYNC109
     await wait_for(check, timeout)
-
-
-def _units(store: MessageStore) -> dict[tuple[str, int], list[tuple[int, int, int]]]:
-    return {key: cq.get_units(cq.min_offset, cq.max_offset - cq.min_offset)
-            for key, cq in sorted(store.queues.items())}
-
-
-def _segment_files(root: Path) -> list[str]:
-    return sorted(p.name for p in (root / "commitlog").iterdir())
 
 
 def put(broker: Broker, n: int, seed: int) -> int:

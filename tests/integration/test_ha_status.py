@@ -11,88 +11,30 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
+import hahelp
 from brokerhelp import eventually, free_port
+from hahelp import Pair, assert_same_commitlog
 from rocketlite.broker.broker import Broker
-from rocketlite.broker.config import BrokerConfig
 from rocketlite.cli.main import app
 from rocketlite.formats.properties import encode_properties
-from rocketlite.namesrv.server import NameServer
-from rocketlite.protocol.bodies import KVTable
-from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand
-from rocketlite.remoting.client import RemotingClient
-from rocketlite.store.config import StoreConfig
 from rocketlite.store.message import MessageToStore
 
 pytestmark = pytest.mark.integration
 
-SEG = 1 << 20
 TOPIC = "HaStatusT"
 TIMEOUT = 30.0
 runner = CliRunner()
 
 
-def store_config(root: Path, **extra: str) -> StoreConfig:
-    props = {
-        "storePathRootDir": str(root), "listenPort": "0", "haListenPort": "0",
-        "mappedFileSizeCommitLog": str(SEG), "mappedFileSizeConsumeQueue": "20000",
-        "maxHashSlotNum": "1024", "maxIndexNum": "40000",
-        "flushIntervalCommitLog": "20", "flushIntervalConsumeQueue": "20",
-        "haSendHeartbeatInterval": "200", "haHousekeepingInterval": "3000",
-    }
-    props.update(extra)
-    return StoreConfig.from_properties(props)
-
-
-class Nodes:
-    def __init__(self, tmp: Path, ns: NameServer) -> None:
-        self.tmp = tmp
-        self.ns = ns
-        self.brokers: list[Broker] = []
-        self.client = RemotingClient()
-
-    async def start(self, broker_id: int, root: str, **extra: str) -> Broker:
-        cfg = BrokerConfig.from_properties({
-            "namesrvAddr": f"127.0.0.1:{self.ns.port}", "brokerName": "broker-hs",
-            "brokerId": str(broker_id), "registerNameServerPeriod": "300",
-        })
-        b = Broker(cfg, store_config(self.tmp / root, **extra))
-        await b.start()
-        self.brokers.append(b)
-        b.topics.create_plain(TOPIC, 2)
-        return b
-
-    async def stop(self, b: Broker) -> None:
-        self.brokers.remove(b)
-        await b.close()
-
-    async def runtime_info(self, b: Broker) -> dict[str, str]:
-        r = await self.client.invoke(b.address,
-                                     RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO))
-        assert r.code == ResponseCode.SUCCESS, r.remark
-        return KVTable.from_json(r.body).table
-
-
-@contextlib.asynccontextmanager
-async def nodes(tmp: Path) -> AsyncIterator[Nodes]:
-    ns = NameServer("127.0.0.1", 0, auto_create_route=False)
-    await ns.start()
-    n = Nodes(tmp, ns)
-    try:
-        yield n
-    finally:
-        await n.client.close()
-        for b in reversed(list(n.brokers)):
-            await b.close()
-        await ns.close()
-
+def nodes(tmp: Path) -> contextlib.AbstractAsyncContextManager[Pair]:
+    return hahelp.pair(tmp, "broker-hs", broker={"registerNameServerPeriod": "300"},
+                       store={"haHousekeepingInterval": "3000"}, topic=(TOPIC, 2))
 
 
 def put(b: Broker, n: int, seed: int) -> None:
@@ -104,14 +46,6 @@ def put(b: Broker, n: int, seed: int) -> None:
 
 def caught_up(master: Broker, slave: Broker) -> bool:
     return slave.store.commitlog.max_offset == master.store.commitlog.max_offset
-
-
-def assert_same_commitlog(master_root: Path, slave_root: Path, top: int) -> None:
-    names = sorted(p.name for p in (master_root / "commitlog").iterdir() if int(p.name) < top)
-    assert names
-    for name in names:
-        assert (slave_root / "commitlog" / name).read_bytes() == \
-            (master_root / "commitlog" / name).read_bytes(), name
 
 
 async def ha_status(*args: str) -> Any:

@@ -8,21 +8,20 @@ from __future__ import annotations
 
 import collections
 import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from brokerhelp import eventually, free_port
+import hahelp
+from brokerhelp import eventually
+from hahelp import Pair
 from rocketlite.broker.broker import Broker
-from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.subscriptions import SubscriptionGroupConfig, SubscriptionGroupWrapper
 from rocketlite.client.instance import ClientConfig
 from rocketlite.client.message import Message, MessageExt
 from rocketlite.client.producer import Producer
 from rocketlite.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketlite.formats.properties import encode_properties
-from rocketlite.namesrv.server import NameServer
 from rocketlite.protocol import fastjson
 from rocketlite.protocol.bodies import (
     ConsumeFromWhere,
@@ -33,10 +32,7 @@ from rocketlite.protocol.bodies import (
     TopicConfigSerializeWrapper,
 )
 from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.headers import PullMessageRequestHeader
-from rocketlite.remoting.client import RemotingClient
-from rocketlite.store.config import StoreConfig
 from rocketlite.store.message import MessageToStore
 
 pytestmark = pytest.mark.integration
@@ -44,89 +40,12 @@ pytestmark = pytest.mark.integration
 NAME = "broker-ss"
 
 
-def store_config(root: Path, **extra: str) -> StoreConfig:
-    props = {
-        "storePathRootDir": str(root),
-        "brokerIP1": "127.0.0.1",
-        "listenPort": "0",
-        "haListenPort": "0",
-        "mappedFileSizeCommitLog": str(1 << 20),
-        "mappedFileSizeConsumeQueue": "60000",
-        "maxHashSlotNum": "1024",
-        "maxIndexNum": "40000",
-        "flushIntervalCommitLog": "20",
-        "flushIntervalConsumeQueue": "20",
-        "haSendHeartbeatInterval": "200",
-        "haHousekeepingInterval": "2000",
-    }
-    props.update(extra)
-    return StoreConfig.from_properties(props)
-
-
-class Pair:
+def pair(tmp: Path) -> contextlib.AbstractAsyncContextManager[Pair]:
     """A NameServer, a master on fixed ports (so it restarts where the slave and the clients
     look for it) and a slave."""
-
-    def __init__(self, tmp: Path, ns: NameServer) -> None:
-        self.tmp = tmp
-        self.ns = ns
-        self.ns_addr = f"127.0.0.1:{ns.port}"
-        self.port = free_port()
-        self.ha_port = free_port()
-        self.master: Broker | None = None
-        self.slave: Broker | None = None
-        self.client = RemotingClient()
-
-    def _bcfg(self, broker_id: int) -> BrokerConfig:
-        return BrokerConfig.from_properties({
-            "namesrvAddr": self.ns_addr, "brokerName": NAME, "brokerId": str(broker_id),
-            "flushConsumerOffsetInterval": "200",
-        })
-
-    async def start_master(self) -> Broker:
-        self.master = Broker(self._bcfg(0), store_config(
-            self.tmp / "m", listenPort=str(self.port), haListenPort=str(self.ha_port)))
-        await self.master.start()
-        return self.master
-
-    async def start_slave(self) -> Broker:
-        cfg = store_config(self.tmp / "s", brokerRole="SLAVE",
-                           haMasterAddress=f"127.0.0.1:{self.ha_port}")
-        self.slave = Broker(self._bcfg(1), cfg)
-        await self.slave.start()
-        return self.slave
-
-    async def stop_master(self) -> None:
-        if self.master is not None:
-            await self.master.close()
-            self.master = None
-
-    async def caught_up(self) -> None:
-        assert self.master is not None and self.slave is not None
-        m, s = self.master.store, self.slave.store
-        await eventually(lambda: s.commitlog.max_offset == m.commitlog.max_offset
-                         and s.dispatcher.dispatch_from >= s.commitlog.max_offset)
-
-    async def call(self, broker: Broker, code: int, ext: dict[str, str] | None = None
-                   ) -> RemotingCommand:
-        return await self.client.invoke(f"127.0.0.1:{broker.port}",
-                                        RemotingCommand.request(code, ext), 5.0)
-
-
-@contextlib.asynccontextmanager
-async def pair(tmp: Path) -> AsyncIterator[Pair]:
-    ns = NameServer("127.0.0.1", 0, auto_create_route=False)
-    await ns.start()
-    p = Pair(tmp, ns)
-    try:
-        yield p
-    finally:
-        await p.client.close()
-        if p.slave is not None:
-            await p.slave.close()
-        await p.stop_master()
-        await ns.close()
-
+    return hahelp.pair(tmp, NAME, broker={"flushConsumerOffsetInterval": "200"},
+                       store={"brokerIP1": "127.0.0.1", "mappedFileSizeConsumeQueue": "60000"},
+                       fixed_ports=True)
 
 
 # -- the sync ---------------------------------------------------------------------------------

@@ -46,7 +46,8 @@ from failoverhelp import run_etcd  # noqa: E402
 
 async def run(tmp: Path, etcd_url: str, args: argparse.Namespace) -> tuple[list[RoundResult], list[str]]:
     results: list[RoundResult] = []
-    async with open_group(tmp, etcd_url, args.rounds, args.burst, args.workers, args.seed) as group:
+    async with open_group(tmp, etcd_url, args.rounds, args.burst, args.workers, args.seed,
+                          args.spread) as group:
         for rnd in range(args.rounds):
             r = await group.round(rnd)
             print(r.line(), flush=True)
@@ -61,6 +62,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=10, help="failovers (default 10)")
     ap.add_argument("--burst", type=int, default=20_000, help="SEND_OK messages a round")
     ap.add_argument("--workers", type=int, default=500, help="sends in flight")
+    ap.add_argument("--spread", type=int, default=0,
+                    help="bodies of 64 + 0..SPREAD filler bytes (default 0: ~80-byte bodies)")
     ap.add_argument("--seed", type=int, default=None, help="the kill points (default: random)")
     ap.add_argument("--json", type=Path, default=None, help="write the figures there too")
     args = ap.parse_args()

@@ -81,9 +81,15 @@ def truncated(node: Node, before: int) -> int:
     return sum(int(a) - int(b) for a, b in TRUNCATION.findall(node.log())[before:])
 
 
-def body_of(msg_id: str) -> bytes:
-    """The body of the message ``msg_id``: the id, then a filler derived from it."""
-    return msg_id.encode() + b"|" + hashlib.blake2b(msg_id.encode(), digest_size=32).hexdigest().encode()
+def body_of(msg_id: str, spread: int = 0) -> bytes:
+    """The body of the message ``msg_id``: the id, then a filler derived from it, 64 bytes, or
+    64 + 0..``spread`` bytes (the length derived from the id too)."""
+    digest = hashlib.blake2b(msg_id.encode(), digest_size=32)
+    filler = digest.hexdigest().encode()
+    if spread:
+        size = 64 + int.from_bytes(digest.digest()[:4], "big") % (spread + 1)
+        filler = (filler * (size // 64 + 1))[:size]
+    return msg_id.encode() + b"|" + filler
 
 
 @dataclass(slots=True)
@@ -130,10 +136,11 @@ class RoundResult:
                 f"read back, {len(self.lost)} acked lost, {len(self.problems)} problems")
 
 
-def check_topic(records: dict[int, list[MessageRecord]],
-                acked: dict[str, Acked]) -> tuple[list[str], list[str]]:
+def check_topic(records: dict[int, list[MessageRecord]], acked: dict[str, Acked],
+                spread: int = 0) -> tuple[list[str], list[str]]:
     """(lost, problems) of a topic read back queue by queue (``records[queue_id]`` in queue
-    order from offset 0) against the SEND_OK answers ``acked`` (id → where it was stored)."""
+    order from offset 0) against the SEND_OK answers ``acked`` (id → where it was stored);
+    bodies made by ``body_of(id, spread)``."""
     problems: list[str] = []
     seen: dict[str, tuple[int, int]] = {}
     for qid, recs in records.items():
@@ -141,7 +148,7 @@ def check_topic(records: dict[int, list[MessageRecord]],
             if m.queue_offset != i:
                 problems.append(f"queue {qid}: record #{i} has queue offset {m.queue_offset}")
             msg_id = m.properties.get(ID_PROPERTY, "")
-            if m.body != body_of(msg_id) or m.body_crc != body_crc(m.body):
+            if m.body != body_of(msg_id, spread) or m.body_crc != body_crc(m.body):
                 problems.append(f"queue {qid} offset {m.queue_offset}: body or id damaged ({msg_id!r})")
             if msg_id in seen:
                 problems.append(f"{msg_id} stored twice: queue/offset {seen[msg_id]} and "
@@ -162,13 +169,14 @@ class BurstGroup:
     """The group's processes and clients (``open_group``), and the rounds run on it."""
 
     def __init__(self, tmp: Path, etcd_url: str, rounds: int, burst: int, workers: int,
-                 seed: int) -> None:
+                 seed: int, spread: int = 0) -> None:
         self.tmp = tmp
         self.etcd_url = etcd_url
         self.rounds = rounds
         assert burst >= 4 * workers, "a burst of at least 4 sends a worker (the kill point)"
         self.burst = burst
         self.workers = workers
+        self.spread = spread  # bodies of 64 + 0..spread bytes of filler (0: all 64)
         self.rng = random.Random(seed)
         self.ns_port = free_port()
         self.ns = f"127.0.0.1:{self.ns_port}"
@@ -180,7 +188,8 @@ class BurstGroup:
         self.etcd = EtcdController(etcd_url)
         self.producer = Producer("BurstPG", config=ClientConfig(namesrv_addr=self.ns,
                                                                 poll_name_server_interval=0.5),
-                                 send_timeout=3.0, retry_times_when_send_failed=0)
+                                 send_timeout=3.0, retry_times_when_send_failed=0,
+                                 compress_over=1 << 30)  # bodies stored as sent
 
     @staticmethod
     def topic(rnd: int) -> str:
@@ -265,7 +274,7 @@ class BurstGroup:
                     attempt += 1
                     try:
                         r: SendResult = await self.producer.send(Message(
-                            topic, body_of(msg_id), properties={ID_PROPERTY: msg_id}))
+                            topic, body_of(msg_id, self.spread), properties={ID_PROPERTY: msg_id}))
                     except Exception:  # noqa: BLE001 - no answer: not acknowledged
                         counts["failed"] += 1
                         await asyncio.sleep(BACKOFF_S)
@@ -301,7 +310,7 @@ class BurstGroup:
                 await asyncio.gather(restart, return_exceptions=True)
         await wait_in_sync(self.etcd, GROUP, {1, 2}, 30)  # the next round may kill the master
         records = await self.read_topic(new.address, topic)
-        lost, problems = check_topic(records, acked)
+        lost, problems = check_topic(records, acked, self.spread)
         self.master, self.slave = new, old
         self.acked.append(acked)
         return RoundResult(rnd, kill_at, old.broker_id, new.broker_id, pause_s, killed - started,
@@ -332,7 +341,8 @@ class BurstGroup:
         slave's CommitLog is a prefix of the master's."""
         problems = []
         for rnd, acked in enumerate(self.acked):
-            lost, wrong = check_topic(await self.read_topic(self.master.address, self.topic(rnd)), acked)
+            records = await self.read_topic(self.master.address, self.topic(rnd))
+            lost, wrong = check_topic(records, acked, self.spread)
             problems += [f"round {rnd}: acked {m} lost at the end" for m in lost[:5]]
             problems += [f"round {rnd} at the end: {p}" for p in wrong[:5]]
         await send_ok(self.producer, WARM_UP, b"last", 30)
@@ -354,9 +364,9 @@ class BurstGroup:
 
 @asynccontextmanager
 async def open_group(tmp: Path, etcd_url: str, rounds: int, burst: int, workers: int,
-                     seed: int) -> AsyncIterator[BurstGroup]:
+                     seed: int, spread: int = 0) -> AsyncIterator[BurstGroup]:
     """A started ``BurstGroup``, stopped at the end whatever happens."""
-    g = BurstGroup(tmp, etcd_url, rounds, burst, workers, seed)
+    g = BurstGroup(tmp, etcd_url, rounds, burst, workers, seed, spread)
     try:
         await g.start()
         yield g

@@ -58,7 +58,7 @@ from rocketlite.formats.message_id import decode_message_id
 from rocketlite.formats.message_record import MessageRecord, body_crc
 from rocketlite.protocol.codes import RequestCode
 from rocketlite.protocol.command import RemotingCommand
-from rocketlite.protocol.headers import CreateTopicRequestHeader
+from rocketlite.protocol.headers import CreateTopicRequestHeader, GetMaxOffsetRequestHeader
 from rocketlite.remoting.client import RemotingClient
 
 GROUP = "broker-burst"
@@ -309,8 +309,9 @@ class BurstGroup:
             if restart is not None and not restart.done():
                 await asyncio.gather(restart, return_exceptions=True)
         await wait_in_sync(self.etcd, GROUP, {1, 2}, 30)  # the next round may kill the master
-        records = await self.read_topic(new.address, topic)
-        lost, problems = check_topic(records, acked, self.spread)
+        records, problems = await self.read_topic(new.address, topic)
+        lost, wrong = check_topic(records, acked, self.spread)
+        problems += wrong
         self.master, self.slave = new, old
         self.acked.append(acked)
         return RoundResult(rnd, kill_at, old.broker_id, new.broker_id, pause_s, killed - started,
@@ -319,18 +320,30 @@ class BurstGroup:
                            sum(len(v) for v in records.values()), truncated(old, cuts), lost,
                            problems)
 
-    async def read_topic(self, addr: str, topic: str) -> dict[int, list[MessageRecord]]:
-        """Every queue of ``topic`` on ``addr`` from offset 0, in queue order."""
+    async def read_topic(self, addr: str, topic: str) -> tuple[dict[int, list[MessageRecord]], list[str]]:
+        """Every queue of ``topic`` on ``addr`` from offset 0 to its max offset (as the broker
+        answers GET_MAX_OFFSET), in queue order; a pull not answered with messages is retried
+        for up to 10 s, then the queue is returned short, and said so in the problems."""
         out: dict[int, list[MessageRecord]] = {}
+        problems: list[str] = []
         for qid in range(QUEUES):
+            h = GetMaxOffsetRequestHeader(topic=topic, queueId=qid)
+            r = await self.client.invoke(addr, RemotingCommand.request(
+                RequestCode.GET_MAX_OFFSET, h.to_ext()), 10.0)
+            assert r.code == 0, r.remark
+            end = int(r.ext_fields["offset"])
             recs: list[MessageRecord] = []
-            while True:
+            deadline = time.monotonic() + 10
+            while len(recs) < end and time.monotonic() < deadline:
                 r = await self.client.invoke(addr, pull_request(topic, qid, len(recs), PULL_BATCH), 10.0)
-                if r.code != 0:
-                    break
-                recs += decode_records(r.body)
+                if r.code == 0:
+                    recs += decode_records(r.body)
+                else:
+                    await asyncio.sleep(0.1)
+            if len(recs) != end:
+                problems.append(f"{topic} queue {qid}: {len(recs)} messages read, max offset {end}")
             out[qid] = recs
-        return out
+        return out, problems
 
     # -- the end ----------------------------------------------------------------------------
 
@@ -341,8 +354,9 @@ class BurstGroup:
         slave's CommitLog is a prefix of the master's."""
         problems = []
         for rnd, acked in enumerate(self.acked):
-            records = await self.read_topic(self.master.address, self.topic(rnd))
-            lost, wrong = check_topic(records, acked, self.spread)
+            records, wrong = await self.read_topic(self.master.address, self.topic(rnd))
+            lost, more = check_topic(records, acked, self.spread)
+            wrong += more
             problems += [f"round {rnd}: acked {m} lost at the end" for m in lost[:5]]
             problems += [f"round {rnd} at the end: {p}" for p in wrong[:5]]
         await send_ok(self.producer, WARM_UP, b"last", 30)

@@ -96,6 +96,11 @@ class Node:
         self.proc.kill()
         self.proc = None
 
+    def log(self) -> str:
+        """The broker's whole log, every run's (each start appends to ``broker.log``)."""
+        path = self.dir / "broker.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
     def commitlog(self) -> bytes:
         """The CommitLog's bytes (the segments joined, the unwritten tail cut off)."""
         segs = sorted((self.dir / "store" / "commitlog").iterdir())

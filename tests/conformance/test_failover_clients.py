@@ -25,9 +25,11 @@ acknowledged after the kill, sends acknowledged and failed, messages received an
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,9 +73,27 @@ class Cluster:
 
 
 @pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+async def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Cluster]:
     """etcd, ``namesrv --controller`` and two controller-mode brokers of one group, the first
-    elected master and the second in its SyncStateSet; all stopped at the end."""
+    elected master and the second in its SyncStateSet; all stopped at the end. A passing test's
+    stores, etcd data and C++ client logs are deleted (tens of MB; the C++ client logs every
+    refused connection to the dead master), a failing test's kept."""
+    try:
+        async with _cluster(tmp_path) as c:
+            yield c
+    finally:
+        report = getattr(request.node, "rep_call", None)  # set by the conftest's hook
+        if report is not None and report.passed:
+            _remove_bulk(tmp_path)
+
+
+def _remove_bulk(tmp_path: Path) -> None:
+    for big in [*tmp_path.glob(f"{GROUP}-b*"), tmp_path / "etcd", tmp_path / "home"]:
+        shutil.rmtree(big, ignore_errors=True)
+
+
+@asynccontextmanager
+async def _cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
     with run_etcd(tmp_path) as etcd_url:
         ns_port = free_port()
         ns = f"127.0.0.1:{ns_port}"

@@ -15,8 +15,8 @@ brokerName, a new address) within 10 s; then:
   and RocketMQ 5's controller-mode master then needs no slave's ack;
 * the consumer goes on receiving, and every id acknowledged to the producer, before or after the
   kill, is received (at least once: duplicates are counted and printed, not failed);
-* once the consumer stopped (it commits its offsets), the new master holds the group's committed
-  offset of every queue at that queue's max offset.
+* the new master holds the group's committed offset of every queue at that queue's max offset,
+  while the consumer runs (both clients commit every 5 s) and after it stopped cleanly.
 
 The clients' complaints are not judged here: both log the dead master's refused connections.
 Each case prints its figures: failover (SIGKILL to the new master in the route), the first send
@@ -25,6 +25,7 @@ acknowledged after the kill, sends acknowledged and failed, messages received an
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import time
 from collections import Counter
@@ -50,6 +51,7 @@ CLIENT_ROUTE_POLL_S = 30.0  # both clients' default route refresh (the C++ one i
 RECOVER_S = FAILOVER_LIMIT_S + CLIENT_ROUTE_POLL_S + 10.0  # margin for two shared cores
 SENDS_BEFORE_KILL = 40  # acknowledged and some consumed before the master dies
 SENDS_AFTER_RECOVERY = 40  # acknowledged by the new master before the producer stops
+COMMIT_WAIT_S = 20.0  # both clients commit consumed offsets every 5 s
 GET_ALL_TOPIC_CONFIG, GET_MAX_OFFSET = 21, 30
 NOT_OK_HINT = (
     "If the new master answered SLAVE_NOT_AVAILABLE: after the failover it is alone in its "
@@ -153,6 +155,12 @@ def max_offset(addr: str, topic: str, queue_id: int) -> int:
     return int(r.ext["offset"])
 
 
+def committed_and_ends(addr: str, group: str, topic: str) -> tuple[dict[int, int], dict[int, int]]:
+    """The group's committed offset and the max offset of every queue of ``topic`` at ``addr``."""
+    return ({q: remoting_admin.query_consumer_offset(addr, group, topic, q) for q in range(QUEUES)},
+            {q: max_offset(addr, topic, q) for q in range(QUEUES)})
+
+
 def keys_of(events: list[Event], kind: str) -> list[str]:
     return [e["key"] for e in events if e["event"] == kind and e.get("key")]
 
@@ -219,17 +227,21 @@ async def test_producer_and_consumer_survive_a_failover(kind: str, cluster: Clus
 
     consumer.wait_for(lambda ev: acked <= set(keys_of(ev, "received")), RECOVER_S,
                       f"receipt of all {len(acked)} acknowledged ids")
+    # The consumer commits its offsets (every 5 s, both clients) to the new master: all
+    # consumed, the stored copies of failed sends included. Then it stops cleanly.
+    new_master = cluster.slave.address
+    offsets, ends = committed_and_ends(new_master, group, topic)
+    deadline = time.monotonic() + COMMIT_WAIT_S
+    while offsets != ends and time.monotonic() < deadline:
+        await asyncio.sleep(0.5)
+        offsets, ends = committed_and_ends(new_master, group, topic)
+    assert offsets == ends, (f"committed offsets on the new master {offsets} after "
+                             f"{COMMIT_WAIT_S} s, max offsets {ends}")
     received = Counter(keys_of(consumer.stop(30), "received"))
     unknown = set(received) - acked - failed
     assert not unknown, f"received ids never sent: {sorted(unknown)[:5]}"
     dupes = sum(n - 1 for n in received.values())
-
-    # The consumer committed its offsets (clean stop) to the new master: all consumed.
-    new_master = cluster.slave.address
-    offsets = {q: remoting_admin.query_consumer_offset(new_master, group, topic, q)
-               for q in range(QUEUES)}
-    ends = {q: max_offset(new_master, topic, q) for q in range(QUEUES)}
-    assert offsets == ends, f"committed offsets on the new master {offsets}, max offsets {ends}"
+    assert committed_and_ends(new_master, group, topic) == (ends, ends)
 
     print(f"{kind}: failover {failover_s:.2f} s (SIGKILL to the new master in the route); first "
           f"send acknowledged {(first['ms'] - killed_ms) / 1000:.2f} s after the kill; "

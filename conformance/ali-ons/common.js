@@ -26,6 +26,9 @@ const COMMON_OPTIONS = {
   n: { type: 'string' },
   'run-id': { type: 'string' },
   'deadline-ms': { type: 'string' },
+  // ali-ons's pollNameServerInteval (sic): how often it re-reads its topics' routes (default
+  // 30000 ms); unset, ali-ons's default applies.
+  'route-poll-ms': { type: 'string' },
 };
 
 function parse(script, extraOptions = {}, defaults = {}) {
@@ -90,6 +93,7 @@ function clientOptions(script, args) {
     httpclient: stubHttpclient,
     nameSrv: args.namesrv,
     logger: makeLogger(script),
+    ...(args['route-poll-ms'] ? { pollNameServerInteval: Number(args['route-poll-ms']) } : {}),
   };
 }
 

@@ -375,6 +375,9 @@ class Conformance:
         self.home = tmp / "home"  # the C++ client logs under $HOME/logs/rocketmq-cpp
         self.home.mkdir()
         self.broker = BrokerProcess(tmp / "store", self.logs / "broker.log", broker_conf)
+        # The NameServer the scenario scripts are given: this broker's, unless a test runs its
+        # own cluster (the failover tests) and points the scripts at that one instead.
+        self.namesrv_addr = self.broker.namesrv_addr
         self.processes: list[ClientProcess] = []
         self._count = 0
 
@@ -469,7 +472,7 @@ class Conformance:
         return p
 
     def _common_args(self, topic: str, group: str) -> list[str]:
-        return ["--namesrv", self.broker.namesrv_addr, "--topic", topic, "--group", group,
+        return ["--namesrv", self.namesrv_addr, "--topic", topic, "--group", group,
                 "--run-id", self.run_id, "--deadline-ms", str(self.CLIENT_DEADLINE_MS)]
 
     def ons(self, script: str, topic: str, group: str, *args: str) -> ClientProcess:
@@ -509,7 +512,8 @@ class Conformance:
         return self._spawn(f"cpp-{script}", argv, self.clients.cpp_dir, env)
 
     def describe(self) -> str:
-        return "\n".join([*(p.describe() for p in self.processes), self.broker.describe()])
+        broker = [self.broker.describe()] if self.broker.proc is not None else []
+        return "\n".join([*(p.describe() for p in self.processes), *broker])
 
     def close(self) -> None:
         """Kill the scripts left; stop the broker if the test did not (SIGTERM, then SIGKILL)."""

@@ -328,15 +328,33 @@ class RoleController:
         if b.ha_server is None or now < self._next_sync_set:
             return
         self._next_sync_set = now + SYNC_SET_S
-        want = frozenset(in_sync(b.ha_server.status(), view.replicas, self.my_id,
+        transfer = b.ha_server.transfer
+        have = frozenset(view.state.sync_state_set)
+        status = b.ha_server.status()
+        want = frozenset(in_sync(status, view.replicas, self.my_id,
                                  b.store_config.ha_max_gap_not_in_sync))
-        if want == frozenset(view.state.sync_state_set):
-            return
-        assert self.controller is not None
-        await self.controller.alter_sync_state_set(self.cluster, self.group, self.my_id,
-                                                   self.epoch, want)
-        self._last_sync_set = want
-        log.info("controller: SyncStateSet of %s/%s is %s", self.cluster, self.group, sorted(want))
+        if transfer is not None and want - have:
+            # A slave joins only once it holds every append acknowledged while the master was
+            # alone (RocketMQ 5 expands at the confirm offset): stop acking alone first, so
+            # nothing past what the slave holds is acknowledged before the larger set is written.
+            transfer.set_alone(False)
+            if b.ha_server.max_acked < transfer.alone_acked:
+                want = have & want | {self.my_id}
+        if want != have:
+            assert self.controller is not None
+            try:
+                await self.controller.alter_sync_state_set(self.cluster, self.group, self.my_id,
+                                                           self.epoch, want)
+            except BaseException:
+                if transfer is not None:  # the set is still ``have``
+                    transfer.set_alone(have <= {self.my_id})
+                raise
+            self._last_sync_set = want
+            have = want
+            log.info("controller: SyncStateSet of %s/%s is %s", self.cluster, self.group,
+                     sorted(want))
+        if transfer is not None:
+            transfer.set_alone(have <= {self.my_id})
 
     # -- the slave's metadata sync ------------------------------------------------------------
 

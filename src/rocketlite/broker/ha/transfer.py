@@ -20,6 +20,10 @@ armed again for the new head. Waiters are registered in time order too, so the h
 oldest (an out-of-order waiter may delay the sweep of the ones behind it by the few moments
 between their registrations).
 
+Controller mode adds ``set_alone``: a master alone in its SyncStateSet answers SUCCESS at once
+(RocketMQ 5's controller-mode master with ``minInSyncReplicas`` 1), as 4.x clients need to go on
+sending after a failover (both ali-ons and the C++ client treat SLAVE_NOT_AVAILABLE as a failure).
+
 The server's closing resolves the remaining waiters with ``FLUSH_SLAVE_TIMEOUT``. A slave that
 disconnects does not fail the waiters: another may connect and ack in time (as Java).
 """
@@ -70,6 +74,21 @@ class GroupTransfer:
         self._timer: asyncio.TimerHandle | None = None
         self.requests = 0  # waiters ever queued (appends that had to wait)
         self.timeouts = 0  # waiters answered FLUSH_SLAVE_TIMEOUT
+        # Controller mode: the SyncStateSet is the master alone (``set_alone``); the highest end
+        # offset answered SUCCESS that way (a slave joins the set only once it holds it)
+        self.alone = False
+        self.alone_acked = -1
+
+    def set_alone(self, alone: bool) -> None:
+        """Controller mode (RocketMQ 5, ``minInSyncReplicas`` 1): a master alone in its
+        SyncStateSet answers appends SUCCESS without a slave (no other replica may be elected,
+        so nothing acknowledged can be lost), and the waiting ones at once. Set only after the
+        shrunk set is in the controller's state; cleared before a larger set is written."""
+        self.alone = alone
+        if alone and self._waiters:
+            top = self._waiters[-1].offset
+            self.alone_acked = max(self.alone_acked, top)
+            self.acked(top)
 
     @property
     def waiting(self) -> int:
@@ -82,6 +101,10 @@ class GroupTransfer:
         server = self.server
         acked = server.max_acked
         if acked >= end_offset:
+            return SUCCESS
+        if self.alone:
+            if end_offset > self.alone_acked:
+                self.alone_acked = end_offset
             return SUCCESS
         if not server.slave_connected or end_offset - acked >= SLAVE_FALLBEHIND_MAX:
             return SLAVE_NOT_AVAILABLE

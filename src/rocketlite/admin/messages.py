@@ -98,7 +98,15 @@ async def _view_by_offset_id(session: AdminSession, addr: str, offset: int,
     if not found:
         raise AdminError(f"no message {msg_id} on broker {addr} (CommitLog offset {offset}): "
                          f"{reply.remark or 'nothing there'}")
-    return found[0]
+    m = found[0]
+    if session.namesrvs:  # the broker's name, for the record; the message was found without it
+        try:
+            ci = await session.cluster_info()
+        except AdminError:
+            return m
+        m.broker_name = next((bd.brokerName for bd in ci.brokerAddrTable.values()
+                              if addr in bd.brokerAddrs.values()), "")
+    return m
 
 
 async def query_msg_by_id(session: AdminSession, msg_id: str,

@@ -14,7 +14,7 @@ from typing import Self
 
 from rocketlite.admin.errors import AdminError, TopicNotFoundError, UnreachableError
 from rocketlite.common.errors import FormatError, RemotingError
-from rocketlite.protocol.bodies import BrokerData, ClusterInfo, TopicRouteData
+from rocketlite.protocol.bodies import BrokerData, ClusterInfo, TopicList, TopicRouteData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.headers import GetRouteInfoRequestHeader, Header
@@ -22,6 +22,7 @@ from rocketlite.remoting.client import RemotingClient
 
 DEFAULT_TIMEOUT_S = 5.0
 MASTER_ID = 0
+PERM_WRITE = 2
 
 
 def _code_name(code: int) -> str:
@@ -115,9 +116,24 @@ class AdminSession:
         if reply.code == ResponseCode.TOPIC_NOT_EXIST:
             raise TopicNotFoundError(f"topic {topic!r} does not exist (no route at NameServer {addr})")
         try:
-            return TopicRouteData.from_json(reply.body or b"{}")
+            route = TopicRouteData.from_json(reply.body or b"{}")
         except FormatError as e:
             raise AdminError(f"NameServer {addr} answered a malformed route of {topic!r}: {e}") from e
+        if all(qd.readQueueNums == 0 and qd.perm == PERM_WRITE for qd in route.queueDatas) \
+                and topic not in await self.topics():
+            # rocketlite's NameServer answers an unknown topic with TBW102's queues, write-only
+            # and unreadable, so that a producer's first send creates it (autoCreateTopicEnable)
+            raise TopicNotFoundError(f"topic {topic!r} does not exist (not created on any "
+                                     f"broker known to NameServer {addr})")
+        return route
+
+    async def topics(self) -> set[str]:
+        """GET_ALL_TOPIC_LIST_FROM_NAMESERVER: every topic some broker registered."""
+        addr, reply = await self.namesrv_call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+        try:
+            return TopicList.from_json(reply.body or b"{}").topicList
+        except FormatError as e:
+            raise AdminError(f"NameServer {addr} answered a malformed topic list: {e}") from e
 
     async def master_addrs(self, cluster: str) -> dict[str, str]:
         """Broker name -> master address of each group of ``cluster`` (a group without a master

@@ -12,8 +12,7 @@ from rocketlite.admin.errors import AdminError
 from rocketlite.admin.session import AdminSession
 from rocketlite.client.errors import MQClientError
 from rocketlite.client.message import check_topic
-from rocketlite.common.errors import FormatError
-from rocketlite.protocol.bodies import TopicList, TopicRouteData
+from rocketlite.protocol.bodies import TopicRouteData
 from rocketlite.protocol.codes import RequestCode
 from rocketlite.protocol.headers import CreateTopicRequestHeader
 
@@ -40,11 +39,7 @@ class TopicUpdate:
 
 async def topic_list(session: AdminSession) -> list[str]:
     """Every topic the NameServer routes (system topics included), sorted."""
-    addr, reply = await session.namesrv_call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
-    try:
-        return sorted(TopicList.from_json(reply.body or b"{}").topicList)
-    except FormatError as e:
-        raise AdminError(f"NameServer {addr} answered a malformed topic list: {e}") from e
+    return sorted(await session.topics())
 
 
 async def topic_route(session: AdminSession, topic: str) -> TopicRouteData:

@@ -33,6 +33,7 @@ TOOLS_GROUP = "TOOLS_CONSUMER"
 """``MixAll.TOOLS_CONSUMER_GROUP``: the group mqadmin pulls as (it commits nothing)."""
 MAX_KEY_RESULTS = 64
 END_OF_TIME = 2**63 - 1
+INDEX_SLACK_MS = 1000
 
 
 @dataclasses.dataclass(slots=True)
@@ -148,11 +149,16 @@ async def _query(session: AdminSession, topic: str, route: TopicRouteData, key: 
 async def query_msg_by_key(session: AdminSession, topic: str, key: str, *, begin_ms: int = 0,
                            end_ms: int = END_OF_TIME,
                            max_num: int = MAX_KEY_RESULTS) -> list[MessageView]:
-    """The messages of ``topic`` with ``key`` among their KEYS stored in [begin_ms, end_ms], at
-    most ``max_num`` per broker, ordered by store time; empty when there is none."""
+    """The messages of ``topic`` with ``key`` among their KEYS stored in [begin_ms, end_ms] (to
+    the millisecond), at most ``max_num`` per broker, ordered by store time; empty when there is
+    none."""
     route = await session.route(topic)
-    found = await _query(session, topic, route, key, max_num, begin_ms, end_ms, unique=False)
-    return sorted(found, key=lambda m: (m.store_timestamp, m.broker_name, m.commit_log_offset))
+    # The index keeps store times to the second (an entry's time is its file's begin time plus
+    # whole seconds): ask a second wider, keep the exact range here.
+    found = await _query(session, topic, route, key, max_num, max(0, begin_ms - INDEX_SLACK_MS),
+                         end_ms, unique=False)
+    return sorted((m for m in found if begin_ms <= m.store_timestamp <= end_ms),
+                  key=lambda m: (m.store_timestamp, m.broker_name, m.commit_log_offset))
 
 
 async def query_msg_by_unique_key(session: AdminSession, topic: str,

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import Result
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from brokerhelp import ServerProcess, broker_addr, free_port, start_args
 from rocketlite.admin import AdminError, format_timestamp

@@ -7,6 +7,7 @@ one ``error:`` line, with the traceback only under ``--debug``."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from brokerhelp import ServerProcess, broker_addr, free_port, start_args
-from rocketlite.admin import AdminError, format_timestamp
+from rocketlite.admin import AdminError, AdminSession, format_timestamp, print_msg
 from rocketlite.cli.main import app
 
 pytestmark = pytest.mark.integration
@@ -186,6 +187,24 @@ def test_print_and_consume(env: Env) -> None:
     assert len(ok_json("consumeMessage", "-n", env.ns, "-t", TOPIC, "-c", "4")) == 4
     # nothing was committed: everything is still there for the next read
     assert len(ok_json("consumeMessage", "-n", env.ns, "-t", TOPIC, "-g", "G1")) == N
+
+
+def test_print_msg_reports_progress_over_the_whole_range(env: Env) -> None:
+    """What printMsg's progress bar is fed: the offsets to read first, then steps adding up to
+    them, also when --max stops the read early (the rest is counted as skipped)."""
+
+    async def go(limit: int | None) -> tuple[list[int], list[int], int]:
+        totals: list[int] = []
+        steps: list[int] = []
+        async with AdminSession(env.ns) as s:
+            msgs = await print_msg(s, TOPIC, limit=limit, on_total=totals.append,
+                                   on_progress=steps.append)
+        return totals, steps, len(msgs)
+
+    totals, steps, n = asyncio.run(go(None))
+    assert totals == [N] and sum(steps) == N and n == N and all(x > 0 for x in steps)
+    totals, steps, n = asyncio.run(go(2))
+    assert totals == [N] and sum(steps) == N and n == 2
 
 
 def test_expected_failures_are_one_line(env: Env) -> None:

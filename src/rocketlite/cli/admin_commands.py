@@ -162,7 +162,8 @@ def resend_dlq_command(
     idle: Annotated[float, typer.Option(help="stop after this many seconds without a message")] = 3.0,
     as_json: AsJson = False, debug: Debug = False,
 ) -> None:
-    """Re-send a group's dead letters to their original topics (see ``rocketlite.admin.dlq``)."""
+    """Re-send a group's dead letters to their original topics; exit 1 when it stopped at one it
+    could not re-send (see ``rocketlite.admin.dlq``)."""
     if max is not None and max < 1:
         raise typer.BadParameter("must be at least 1", param_hint="--max")
     counts = run(lambda s: resend_dlq(s, group, max, idle, topic), namesrv, debug)

@@ -137,8 +137,7 @@ def ha_status_command(
     namesrv: Namesrv = None, broker_addr: BrokerAddr = None, cluster: Cluster = None,
     as_json: AsJson = False, debug: Debug = False,
 ) -> None:
-    """Replication state: each master's slaves, their acked offsets and lag (see
-    ``rocketlite.admin.cluster``)."""
+    """Replication state: each master's slaves, their acked offsets and lag."""
     _one_target(broker_addr, cluster, namesrv)
     views = run(lambda s: ha_status(s, broker_addr, cluster), namesrv, debug)
     if as_json:
@@ -162,8 +161,7 @@ def resend_dlq_command(
     idle: Annotated[float, typer.Option(help="stop after this many seconds without a message")] = 3.0,
     as_json: AsJson = False, debug: Debug = False,
 ) -> None:
-    """Re-send a group's dead letters to their original topics; exit 1 when it stopped at one it
-    could not re-send (see ``rocketlite.admin.dlq``)."""
+    """Re-send a group's dead letters to their original topics (exit 1: stopped at one)."""
     if max is not None and max < 1:
         raise typer.BadParameter("must be at least 1", param_hint="--max")
     counts = run(lambda s: resend_dlq(s, group, max, idle, topic), namesrv, debug)

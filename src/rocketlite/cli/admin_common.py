@@ -50,8 +50,9 @@ class BodyFormat(enum.StrEnum):
     NONE = "none"
 
 
-BodyOpt = Annotated[BodyFormat, typer.Option(
-    "--body", help="show message bodies as UTF-8 text, hex, base64, or not at all")]
+BodyOpt = Annotated[BodyFormat | None, typer.Option(
+    "--body", help="message bodies as UTF-8 text, hex, base64 or none (default: text; "
+                   "base64 with --json)")]
 
 
 def console(stderr: bool = False) -> Console:

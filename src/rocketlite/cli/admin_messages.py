@@ -85,7 +85,7 @@ def query_msg_by_id_command(
     namesrv: Namesrv = None,
     topic: Annotated[str | None, typer.Option(
         "-t", "--topic", help="its topic: then a UNIQ_KEY is found too")] = None,
-    body: BodyOpt | None = None, as_json: AsJson = False, debug: Debug = False,
+    body: BodyOpt = None, as_json: AsJson = False, debug: Debug = False,
 ) -> None:
     """A message by its offset msgId (the broker and CommitLog offset are in it)."""
     m = run(lambda s: query_msg_by_id(s, msg_id, topic), namesrv, debug)
@@ -98,7 +98,7 @@ def query_msg_by_key_command(
     namesrv: Namesrv = None, begin: Begin = None, end: End = None,
     max_num: Annotated[int, typer.Option("-c", "--max-num",
                                          help="at most this many per broker")] = MAX_KEY_RESULTS,
-    body: BodyOpt | None = None, as_json: AsJson = False, debug: Debug = False,
+    body: BodyOpt = None, as_json: AsJson = False, debug: Debug = False,
 ) -> None:
     """The messages of a topic with a key, stored between -s and -e."""
 
@@ -115,7 +115,7 @@ def query_msg_by_unique_key_command(
     topic: Topic,
     uniq_key: Annotated[str, typer.Option("-i", "--msg-id",
                                           help="the UNIQ_KEY (the id the producer got)")],
-    namesrv: Namesrv = None, body: BodyOpt | None = None, as_json: AsJson = False,
+    namesrv: Namesrv = None, body: BodyOpt = None, as_json: AsJson = False,
     debug: Debug = False,
 ) -> None:
     """A message by its UNIQ_KEY (the producer's msgId)."""
@@ -133,7 +133,7 @@ def query_msg_by_offset_command(
     broker_name: Annotated[str, typer.Option("-b", "--broker-name", help="the broker name")],
     queue_id: Annotated[int, typer.Option("-i", "--queue-id", help="the queue id")],
     offset: Annotated[int, typer.Option("-o", "--offset", help="the queue offset")],
-    namesrv: Namesrv = None, body: BodyOpt | None = None, as_json: AsJson = False,
+    namesrv: Namesrv = None, body: BodyOpt = None, as_json: AsJson = False,
     debug: Debug = False,
 ) -> None:
     """The message at an offset of a queue."""
@@ -146,10 +146,9 @@ def print_msg_command(
     topic: Topic, namesrv: Namesrv = None, broker_name: BrokerName = None,
     queue_id: QueueId = None, begin: Begin = None, end: End = None,
     limit: Annotated[int | None, typer.Option("--max", help="at most this many messages")] = None,
-    body: BodyOpt | None = None, as_json: AsJson = False, debug: Debug = False,
+    body: BodyOpt = None, as_json: AsJson = False, debug: Debug = False,
 ) -> None:
-    """Every message of a topic's queues (or one broker's, one queue's) stored between -s and
-    -e, read without committing anything; a progress bar on stderr."""
+    """Every message of a topic (or a broker, a queue) stored between -s and -e."""
     progress = Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
                         MofNCompleteColumn(), TimeElapsedColumn(), console=console(stderr=True),
                         transient=True)
@@ -177,7 +176,7 @@ def consume_message_command(
     begin: Begin = None, end: End = None,
     count: Annotated[int, typer.Option("-c", "--count",
                                        help="at most this many messages")] = DEFAULT_CONSUME_COUNT,
-    body: BodyOpt | None = None, as_json: AsJson = False, debug: Debug = False,
+    body: BodyOpt = None, as_json: AsJson = False, debug: Debug = False,
 ) -> None:
     """Up to -c messages from an offset or a time, pulled without committing."""
     if offset is not None and (broker_name is None or queue_id is None):

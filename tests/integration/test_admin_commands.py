@@ -85,6 +85,11 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
             sent.append(ok_json("sendMessage", "-n", ns, "-t", TOPIC, "-p", f"hello {i}",
                                 "-k", f"key{i} shared", "-c", "tagA" if i % 2 else "tagB"))
             time.sleep(0.01)  # distinct store times, for the time-range checks
+        deadline = time.monotonic() + 30
+        while len(ok_json("queryMsgByKey", "-n", ns, "-t", TOPIC, "-k", "shared")) < N \
+                or len(ok_json("printMsg", "-n", ns, "-t", TOPIC)) < N:
+            assert time.monotonic() < deadline  # the queues and index are written just after
+            time.sleep(0.1)
         yield Env(ns, addr, sent)
         assert server.stop() == 0, server.log()
 

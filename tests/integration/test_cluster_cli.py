@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -70,6 +71,40 @@ async def send_and_receive(ns: str) -> tuple[set[str], list[bytes]]:
     return sent_to, got
 
 
+def admin_json(*args: str) -> Any:
+    r = runner.invoke(app, ["admin", *args, "--json"])
+    assert r.exit_code == 0, (args, r.output)
+    return json.loads(r.stdout)
+
+
+def admin_over_two_groups(ns: str) -> None:
+    """``rocketlite admin`` across both groups: every broker listed with its role, a topic's
+    messages read from both, a key found on both brokers, each master's slave."""
+    entries = admin_json("clusterList", "-n", ns)
+    assert {(e["brokerName"], e["brokerId"]): e["role"] for e in entries} == {
+        ("broker-a", 0): "ASYNC_MASTER", ("broker-a", 1): "SLAVE",
+        ("broker-b", 0): "ASYNC_MASTER", ("broker-b", 1): "SLAVE"}
+    assert all(e["error"] is None for e in entries)
+    msgs = admin_json("printMsg", "-n", ns, "-t", TOPIC, "--body", "text")
+    assert sorted(m["body"] for m in msgs) == sorted(f"m{i}" for i in range(N))
+    assert {m["brokerName"] for m in msgs} == {"broker-a", "broker-b"}
+    for broker in ("broker-a", "broker-b"):
+        sent = admin_json("sendMessage", "-n", ns, "-t", TOPIC, "-p", broker, "-k", "dup",
+                          "-b", broker, "-i", "1")
+        assert (sent["brokerName"], sent["queueId"]) == (broker, 1)
+    deadline = time.monotonic() + 20
+    while len(found := admin_json("queryMsgByKey", "-n", ns, "-t", TOPIC, "-k", "dup")) < 2:
+        assert time.monotonic() < deadline, found  # the index is written just after the send
+        time.sleep(0.1)
+    assert sorted(m["brokerName"] for m in found) == ["broker-a", "broker-b"]
+    while True:  # each slave connects to its master's HA port
+        views = admin_json("haStatus", "-n", ns, "-c", "DefaultCluster")
+        if [(v["master"], len(v["slaves"])) for v in views] == [(True, 1), (True, 1)]:
+            break
+        assert time.monotonic() < deadline, views
+        time.sleep(0.1)
+
+
 def test_cluster_up_route_messages_down(tmp_path: Path) -> None:
     d = tmp_path / "c"
     base = free_base(1 + 4 * 3)
@@ -103,6 +138,7 @@ def test_cluster_up_route_messages_down(tmp_path: Path) -> None:
         sent_to, got = asyncio.run(send_and_receive(ns))
         assert sent_to == {"broker-a", "broker-b"}
         assert sorted(got) == sorted(b"m%d" % i for i in range(N))
+        admin_over_two_groups(ns)
 
         status = runner.invoke(app, ["cluster", "status", "--dir", str(d), "--json"])
         assert status.exit_code == 0, status.output

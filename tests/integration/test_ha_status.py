@@ -163,7 +163,7 @@ async def test_ha_status_exits_1_when_the_broker_cannot_be_reached() -> None:
     r = await asyncio.to_thread(runner.invoke, app, ["admin", "haStatus", "-b", addr])
     assert r.exit_code == 1
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"haStatus: cannot reach broker {addr}"), lines
+    assert len(lines) == 1 and lines[0].startswith(f"error: cannot reach broker {addr}"), lines
     r = await asyncio.to_thread(runner.invoke, app, ["admin", "haStatus", "-n", addr,
                                                      "-c", "DefaultCluster"])
     assert r.exit_code == 1 and f"cannot reach NameServer {addr}" in r.stderr

@@ -13,7 +13,7 @@ import pytest
 
 from integration.client.clientconf import Cluster, eventually, open_cluster
 from integration.test_schedule import LEVELS, real_topic_count
-from rocketlite.cli.admin_commands import resend_dlq
+from rocketlite.admin import AdminSession, resend_dlq
 from rocketlite.client.instance import ClientConfig
 from rocketlite.client.lite_pull_consumer import LitePullConsumer
 from rocketlite.client.message import Message, MessageExt
@@ -145,9 +145,11 @@ async def test_resend_dlq_sends_dead_letters_to_their_topic(cluster: Cluster) ->
         finally:
             await c.shutdown()
     assert real_topic_count(broker, "BackT3") == 3
-    counts = await resend_dlq(cluster.ns_addr, "BG3", max_messages=2, idle_s=2.0)
+    async with AdminSession(cluster.ns_addr) as s:
+        counts = await resend_dlq(s, "BG3", max_messages=2, idle_s=2.0)
     assert (counts.read, counts.resent, counts.skipped, counts.failed) == (2, 2, 0, 0)
-    counts = await resend_dlq(cluster.ns_addr, "BG3", idle_s=1.0)
+    async with AdminSession(cluster.ns_addr) as s:
+        counts = await resend_dlq(s, "BG3", idle_s=1.0)
     assert (counts.read, counts.resent) == (1, 1)  # only what the first run left
     assert real_topic_count(broker, "BackT3") == 6
     seen: list[MessageExt] = []

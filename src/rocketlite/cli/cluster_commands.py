@@ -26,6 +26,7 @@ start the same directory again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -38,6 +39,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from rocketlite.admin import AdminError, AdminSession, TopicNotFoundError, update_topic
 from rocketlite.cli.cluster_etcd import (
     GroupStatus,
     etcd_healthy,
@@ -64,11 +66,6 @@ from rocketlite.cli.cluster_procs import (
     proc_start_time,
     reap,
 )
-from rocketlite.protocol.bodies import TopicRouteData
-from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand
-from rocketlite.protocol.headers import CreateTopicRequestHeader, GetRouteInfoRequestHeader
-from rocketlite.remoting.client import RemotingClient
 
 __all__ = ["ClusterError", "cluster_app", "proc_start_time"]
 
@@ -76,54 +73,42 @@ cluster_app = typer.Typer(help="Run a cluster of NameServers and broker groups a
                                "processes on this machine.", no_args_is_help=True)
 console = Console()
 
-PERM_READ_WRITE = 6
 
 
 # ------------------------------------------------------------------------------ topics
 
 
-async def _call(client: RemotingClient, addr: str, cmd: RemotingCommand) -> RemotingCommand:
-    return await client.invoke(addr, cmd, timeout=5.0)
-
-
 async def create_topics(cluster: ClusterPlan, topics: list[str], queues: int,
                         route_wait_s: float) -> None:
     """Create each topic on every master (in controller mode on every replica: any of them may
-    be elected), then wait until a NameServer routes it to every group (the brokers register
-    after each topic change)."""
-    client = RemotingClient()
+    be elected), through ``rocketlite.admin.update_topic``, then wait until a NameServer routes
+    it to every group (the brokers register after each topic change)."""
     targets = cluster.masters if cluster.controller is None else cluster.brokers
+    groups = {m.broker_name for m in targets}
+    ns = cluster.namesrvs[0].address
     try:
-        for topic in topics:
-            header = CreateTopicRequestHeader(
-                topic=topic, defaultTopic="TBW102", readQueueNums=queues, writeQueueNums=queues,
-                perm=PERM_READ_WRITE, topicFilterType="SINGLE_TAG")
-            for m in targets:
-                reply = await _call(client, m.address, RemotingCommand.request(
-                    RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext()))
-                if reply.code != ResponseCode.SUCCESS:
-                    raise ClusterError(f"{m.name} refused topic {topic}: {reply.remark}")
-        groups = {m.broker_name for m in targets}
-        ns = cluster.namesrvs[0].address
-        deadline = time.monotonic() + route_wait_s
-        for topic in topics:
-            while True:
-                reply = await _call(client, ns, RemotingCommand.request(
-                    RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                    GetRouteInfoRequestHeader(topic=topic).to_ext()))
-                routed: set[str | None] = set()
-                if reply.code == ResponseCode.SUCCESS:
-                    route = TopicRouteData.from_json(reply.body)
-                    routed = {q.brokerName for q in route.queueDatas}
-                if groups <= routed:
-                    break
-                if time.monotonic() > deadline:
-                    raise ClusterError(f"the NameServer at {ns} routes {topic} to "
-                                       f"{sorted(str(g) for g in routed)}, not to every group "
-                                       f"{sorted(str(g) for g in groups)} within {route_wait_s:g} s")
-                await asyncio.sleep(0.1)
-    finally:
-        await client.close()
+        async with AdminSession(ns) as session:
+            for topic in topics:
+                for m in targets:
+                    await update_topic(session, topic, broker_addr=m.address,
+                                       read_queue_nums=queues, write_queue_nums=queues)
+            deadline = time.monotonic() + route_wait_s
+            for topic in topics:
+                while True:
+                    routed: set[str | None] = set()
+                    with contextlib.suppress(TopicNotFoundError):
+                        route = await session.route(topic)
+                        routed = {q.brokerName for q in route.queueDatas}
+                    if groups <= routed:
+                        break
+                    if time.monotonic() > deadline:
+                        raise ClusterError(
+                            f"the NameServer at {ns} routes {topic} to "
+                            f"{sorted(str(r) for r in routed)}, not to every group "
+                            f"{sorted(str(g) for g in groups)} within {route_wait_s:g} s")
+                    await asyncio.sleep(0.1)
+    except AdminError as e:
+        raise ClusterError(f"cannot create the topics: {e}") from e
 
 
 # ------------------------------------------------------------------------------ output

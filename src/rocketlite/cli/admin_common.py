@@ -1,0 +1,143 @@
+"""What every ``rocketlite admin`` command shares: the options mqadmin's runbooks use (``-n``,
+``--json``, ``--debug``), the one error path and the rendering of messages.
+
+The error path: an expected failure (``AdminError``: a NameServer or broker that cannot be
+reached, a topic, group or message that does not exist, a broker's refusal; a client error from
+the producer or consumer) prints ``error: <reason>`` on one line to stderr and exits 1. With
+``--debug`` the exception propagates with its traceback (and the client's logs are shown). Any
+other exception is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import enum
+import json
+import logging
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from rocketlite.admin import AdminError, AdminSession, MessageView, jsonable, parse_timestamp
+from rocketlite.admin.timeparse import format_timestamp
+from rocketlite.client.errors import MQBrokerError, MQClientError
+from rocketlite.common.errors import RemotingError
+
+T = TypeVar("T")
+
+Namesrv = Annotated[str | None, typer.Option(
+    "-n", "--namesrv", envvar="NAMESRV_ADDR",
+    help="NameServer address(es), host:port[;host:port] (default: $NAMESRV_ADDR)")]
+AsJson = Annotated[bool, typer.Option("--json", help="print JSON (for scripts)")]
+Debug = Annotated[bool, typer.Option("--debug", help="on failure, show the traceback")]
+Topic = Annotated[str, typer.Option("-t", "--topic", help="the topic")]
+Begin = Annotated[str | None, typer.Option(
+    "-s", "--begin", help="from this store time: ms since the epoch or yyyy-MM-dd#HH:mm:ss:SSS")]
+End = Annotated[str | None, typer.Option(
+    "-e", "--end", help="to this store time: ms since the epoch or yyyy-MM-dd#HH:mm:ss:SSS")]
+
+
+class BodyFormat(enum.StrEnum):
+    TEXT = "text"
+    HEX = "hex"
+    BASE64 = "base64"
+    NONE = "none"
+
+
+BodyOpt = Annotated[BodyFormat | None, typer.Option(
+    "--body", help="message bodies as UTF-8 text, hex, base64 or none (default: text; "
+                   "base64 with --json)")]
+
+
+def console(stderr: bool = False) -> Console:
+    """A console for tables: full width when piped (no wrapping at 80 columns), colours only on a
+    terminal."""
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(file=stream, width=None if stream.isatty() else 200, soft_wrap=False)
+
+
+def run(make: Callable[[AdminSession], Awaitable[T]], namesrv: str | None, debug: bool) -> T:
+    """``make(session)`` on a fresh event loop and session; the shared error path (module doc)."""
+    if debug:
+        logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
+
+    async def go() -> T:
+        async with AdminSession(namesrv) as session:
+            return await make(session)
+
+    try:
+        return asyncio.run(go())
+    except (AdminError, MQClientError, MQBrokerError, RemotingError) as e:
+        if debug:
+            raise
+        reason = " ".join(str(e).split()) or type(e).__name__
+        typer.echo(f"error: {reason}", err=True)
+        raise typer.Exit(1) from None
+
+
+def timestamp(text: str | None) -> int | None:
+    """A ``-s``/``-e`` value in ms (AdminError for a bad one, reported by ``run``)."""
+    return None if text is None else parse_timestamp(text)
+
+
+def render_body(body: bytes, fmt: BodyFormat) -> str:
+    if fmt is BodyFormat.HEX:
+        return body.hex()
+    if fmt is BodyFormat.BASE64:
+        return base64.b64encode(body).decode("ascii")
+    if fmt is BodyFormat.NONE:
+        return ""
+    return body.decode("utf-8", "backslashreplace")
+
+
+def print_json(obj: Any, body: BodyFormat = BodyFormat.BASE64) -> None:
+    """``obj`` as indented JSON on stdout, message bodies in the ``body`` format."""
+    print(json.dumps(jsonable(obj, lambda b: render_body(b, body)), indent=2, ensure_ascii=False))
+
+
+def _time(ms: int) -> str:
+    return format_timestamp(ms) if ms > 0 else "-"
+
+
+def print_message(m: MessageView, body: BodyFormat) -> None:
+    """One message as mqadmin's ``queryMsgById`` prints it: a field per line, then the body."""
+    rows = [("OffsetID", m.offset_msg_id), ("Topic", m.topic), ("Tags", m.tags or ""),
+            ("Keys", " ".join(m.keys)), ("Broker", m.broker_name), ("Queue ID", m.queue_id),
+            ("Queue Offset", m.queue_offset), ("CommitLog Offset", m.commit_log_offset),
+            ("Reconsume Times", m.reconsume_times), ("Born Timestamp", _time(m.born_timestamp)),
+            ("Store Timestamp", _time(m.store_timestamp)), ("Born Host", m.born_host),
+            ("Store Host", m.store_host), ("System Flag", m.sys_flag),
+            ("Properties", json.dumps(m.properties, ensure_ascii=False)),
+            ("Message Id", m.msg_id), ("Body Size", len(m.body))]
+    out = console()
+    for k, v in rows:
+        out.print(f"{k + ':':<20}{v}", highlight=False, markup=False)
+    if body is not BodyFormat.NONE:
+        out.print(f"{'Message Body:':<20}{render_body(m.body, body)}", highlight=False,
+                  markup=False)
+
+
+PREVIEW = 80
+
+
+def message_table(msgs: list[MessageView], body: BodyFormat, title: str | None = None) -> None:
+    """Messages a row each (bodies cut to a preview)."""
+    t = Table(title=title)
+    for col in ("msgId", "broker", "queue", "offset", "tags", "keys", "stored"):
+        t.add_column(col, justify="right" if col in ("queue", "offset") else "left")
+    if body is not BodyFormat.NONE:
+        t.add_column("body")
+    for m in msgs:
+        row = [m.msg_id, m.broker_name, str(m.queue_id), str(m.queue_offset), m.tags or "",
+               " ".join(m.keys), _time(m.store_timestamp)]
+        if body is not BodyFormat.NONE:
+            text = render_body(m.body, body)
+            row.append(text if len(text) <= PREVIEW else text[:PREVIEW - 3] + "...")
+        t.add_row(*(Text(c) for c in row))
+    console().print(t)

@@ -169,6 +169,12 @@ class TopicConfigManager:
                 except Exception:
                     log.exception("topic change listener failed for %s", tc.topicName)
 
+    def touch(self) -> None:
+        """A new data version with the same topics: what the broker registers changed otherwise
+        (its permission masks every topic's), and the NameServer takes topics only from a
+        registration with a new version."""
+        self._changed(None)
+
     def update(self, tc: TopicConfig) -> TopicConfig:
         """Create or replace a topic (UPDATE_AND_CREATE_TOPIC); TopicError if refused."""
         validate_topic(tc.topicName)

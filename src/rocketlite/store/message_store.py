@@ -556,6 +556,19 @@ class MessageStore:
                 hi = mid
         return lo
 
+    def message_store_time(self, topic: str, queue_id: int, offset: int) -> int:
+        """Store time of the message at ``offset`` of a queue (Java's
+        ``getMessageStoreTimeStamp``); -1 if there is none (any more)."""
+        cq = self.find_queue(topic, queue_id)
+        unit = cq.get_unit(offset) if cq is not None and offset >= cq.min_offset else None
+        if unit is None:
+            return -1
+        try:
+            ts = self._unit_time(unit[0])
+        except StoreError:  # its segment was deleted meanwhile
+            return -1
+        return -1 if ts is None else ts
+
     def _unit_time(self, commit_log_offset: int) -> int | None:
         if commit_log_offset < self.commitlog.min_offset:
             return -1

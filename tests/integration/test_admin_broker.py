@@ -16,6 +16,7 @@ from test_broker import TIMEOUT, Env, eventually, running
 
 from brokerhelp import decode_records
 from rocketlite.broker.subscriptions import SubscriptionGroupConfig, SubscriptionGroupWrapper
+from rocketlite.broker.topics import keeps_queues
 from rocketlite.protocol.admin_bodies import (
     ConsumerConnection,
     ConsumeStats,
@@ -386,3 +387,40 @@ async def test_broker_config_get_and_live_update(tmp_path: Path) -> None:
 
 def _records(reply: RemotingCommand) -> list[object]:
     return list(decode_records(reply.body))
+
+
+async def test_clean_expired_consume_queues(tmp_path: Path) -> None:
+    async with running(tmp_path / "store", fileReservedTime="0") as env:
+        store = env.broker.store
+        await fill(env, {0: 3}, topic="OldT")
+        await fill(env, {0: 1}, topic="%RETRY%G")  # not a system topic: cleaned too, as Java
+        for _ in range(20):  # past the first 1 MiB CommitLog segment, all in NewT's queue 0
+            assert (await env.send("NewT", b"x" * 60_000, queue_id=0)).code == RC.SUCCESS
+        await env.wait_dispatched()
+        report = await asyncio.to_thread(store.retention.run_once, True)
+        assert report.commitlog_files_deleted >= 1
+        assert store.max_offset_in_queue("OldT", 0) == 3
+        assert store.min_offset_in_queue("OldT", 0) == 3  # nothing left to read
+
+        r = await env.call(RQ.CLEAN_EXPIRED_CONSUMEQUEUE)
+        assert r.code == RC.SUCCESS, r.remark
+        assert store.find_queue("OldT", 0) is None and store.find_queue("%RETRY%G", 0) is None
+        assert not (store.config.consume_queue_dir / "OldT").exists()
+        new_q = store.find_queue("NewT", 0)
+        assert new_q is not None and new_q.max_offset == 20  # its last messages are still there
+        for name in ("SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "rmq_sys_wheel_timer"):
+            assert keeps_queues(name, env.broker.config)
+        assert not keeps_queues("%RETRY%G", env.broker.config)
+
+        # the queue starts again at offset 0 (Java's behaviour)
+        r = await env.send("OldT", b"again", queue_id=0)
+        assert r.code == RC.SUCCESS and r.ext_fields["queueOffset"] == "0"
+        await env.wait_dispatched()
+        r = await env.call(RQ.GET_TOPIC_STATS_INFO, {"topic": "OldT"})
+        got = TopicStatsTable.from_json(r.body).offsetTable[mq(0, "OldT")]
+        assert (got.minOffset, got.maxOffset) == (0, 1)
+        assert records_of(await env.pull("OldT", 0, queue_id=0)) == [b"again"]
+
+
+def records_of(reply: RemotingCommand) -> list[bytes]:
+    return [bytes(m.body) for m in decode_records(reply.body)]

@@ -2,8 +2,10 @@
 ``admin_stats`` (GET_TOPIC_STATS_INFO 202, GET_CONSUME_STATS 208, GET_CONSUMER_CONNECTION_LIST 203,
 GET_PRODUCER_CONNECTION_LIST 204), ``admin_groups`` (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP 200,
 DELETE_SUBSCRIPTIONGROUP 207, INVOKE_BROKER_TO_RESET_OFFSET 222) and ``admin_config``
-(GET_BROKER_CONFIG 26, UPDATE_BROKER_CONFIG 25). Codes, headers, bodies and remarks are Java's
-(``protocol.admin_headers``, ``protocol.admin_bodies``):
+(GET_BROKER_CONFIG 26, UPDATE_BROKER_CONFIG 25), and CLEAN_EXPIRED_CONSUMEQUEUE (306, the
+store's ``drop_expired_queues``: queues whose messages all left the CommitLog, not of system
+topics (``topics.keeps_queues``), are dropped and start again at offset 0, as in Java). Codes,
+headers, bodies and remarks are Java's (``protocol.admin_headers``, ``protocol.admin_bodies``):
 
 - 202 on an unknown topic: TOPIC_NOT_EXIST "topic[T] not exist".
 - 203 for a group without online members: CONSUMER_NOT_ONLINE "the consumer group[G] not online";
@@ -20,6 +22,7 @@ DELETE_SUBSCRIPTIONGROUP 207, INVOKE_BROKER_TO_RESET_OFFSET 222) and ``admin_con
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING
 
@@ -33,6 +36,7 @@ from rocketlite.broker.admin_groups import (
 )
 from rocketlite.broker.admin_stats import AdminStats
 from rocketlite.broker.subscriptions import SubscriptionGroupConfig
+from rocketlite.broker.topics import keeps_queues
 from rocketlite.common.errors import BodyError
 from rocketlite.protocol.admin_bodies import ResetOffsetBody, ResetOffsetBodyForC
 from rocketlite.protocol.admin_headers import (
@@ -76,6 +80,7 @@ class AdminRemoting:
             (RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, self.reset_offset),
             (RequestCode.GET_BROKER_CONFIG, self.get_config),
             (RequestCode.UPDATE_BROKER_CONFIG, self.update_config),
+            (RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, self.clean_expired_queues),
         ):
             server.register(code, fn)
 
@@ -159,6 +164,15 @@ class AdminRemoting:
             told += 1
         log.info("told %d member(s) of %s their reset offsets on %s", told, h.group, h.topic)
         return told
+
+    async def clean_expired_queues(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        store, config = self.broker.store, self.broker.config
+        dropped = await asyncio.to_thread(store.drop_expired_queues,
+                                          lambda topic: keeps_queues(topic, config))
+        await asyncio.to_thread(store.remove_queue_files, dropped)
+        log.info("dropped %d expired ConsumeQueue(s) for %s: %s", len(dropped), conn.peer,
+                 [f"{cq.topic}/{cq.queue_id}" for cq in dropped])
+        return cmd.response(RC.SUCCESS)
 
     # -- configuration ---------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from rocketlite.broker.topics import keeps_queues
 from rocketlite.protocol.admin_bodies import (
     ConsumerConnection,
     ConsumeStats,
+    GroupList,
     ProducerConnection,
     ResetOffsetBody,
     ResetOffsetBodyForC,
@@ -33,6 +34,7 @@ from rocketlite.protocol.bodies import (
     MessageModel,
     MessageQueue,
     SubscriptionData,
+    TopicList,
 )
 from rocketlite.protocol.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
@@ -131,6 +133,17 @@ async def test_consume_stats_show_each_queue_lag(tmp_path: Path) -> None:
                                {"consumerGroup": "CG", "topicList": f"OtherT;{TOPIC}"})
             assert {m.topic for m in ConsumeStats.from_json(r.body).offsetTable} == {
                 TOPIC, "OtherT"}
+            # who consumes: online subscribers and groups with offsets
+            await commit(env, "Offline", 0, 1)
+            assert (await env.heartbeat(member, "c@1", group="OnlyOnline",
+                                        topic=TOPIC)).code == RC.SUCCESS
+            r = await env.call(RQ.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": TOPIC})
+            assert GroupList.from_json(r.body).groupList == {"CG", "Offline", "OnlyOnline"}
+            r = await env.call(RQ.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": "OtherT"})
+            assert GroupList.from_json(r.body).groupList == {"CG"}
+            r = await env.call(RQ.QUERY_TOPICS_BY_CONSUMER, {"group": "CG"})
+            topics = TopicList.from_json(r.body)
+            assert (topics.topicList, topics.brokerAddr) == ({TOPIC, "OtherT"}, env.broker.address)
         finally:
             await member.close()
 
@@ -189,6 +202,11 @@ async def test_create_update_and_delete_a_subscription_group(tmp_path: Path) -> 
         assert r.code == RC.SUCCESS, r.remark
         got = (await groups()).subscriptionGroupTable["AdminG"]
         assert (got.retryMaxTimes, got.consumeEnable) == (5, False)
+        r = await env.call(RQ.GET_SUBSCRIPTIONGROUP_CONFIG, {"group": "AdminG"})
+        assert r.code == RC.SUCCESS and SubscriptionGroupConfig.from_json(r.body) == got
+        r = await env.call(RQ.GET_SUBSCRIPTIONGROUP_CONFIG, {"group": "NoSuchGroup"})
+        assert (r.code, r.remark) == (RC.SUBSCRIPTION_GROUP_NOT_EXIST, "No group in this broker")
+        assert "NoSuchGroup" not in env.broker.subscriptions.table  # not auto-created
         before = (await groups()).dataVersion.counter
         sgc.retryMaxTimes = 7
         assert (await env.call(RQ.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,

@@ -1,6 +1,9 @@
 """The Remoting adapter of mqadmin's broker requests (issue 21), over the services
 ``admin_stats`` (GET_TOPIC_STATS_INFO 202, GET_CONSUME_STATS 208, GET_CONSUMER_CONNECTION_LIST 203,
-GET_PRODUCER_CONNECTION_LIST 204), ``admin_groups`` (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP 200,
+GET_PRODUCER_CONNECTION_LIST 204, QUERY_TOPIC_CONSUME_BY_WHO 300: a GroupList,
+QUERY_TOPICS_BY_CONSUMER 343: a TopicList with this broker's address), ``admin_groups``
+(UPDATE_AND_CREATE_SUBSCRIPTIONGROUP 200, GET_SUBSCRIPTIONGROUP_CONFIG 352: the group's
+SubscriptionGroupConfig or SUBSCRIPTION_GROUP_NOT_EXIST "No group in this broker",
 DELETE_SUBSCRIPTIONGROUP 207, INVOKE_BROKER_TO_RESET_OFFSET 222) and ``admin_config``
 (GET_BROKER_CONFIG 26, UPDATE_BROKER_CONFIG 25), and CLEAN_EXPIRED_CONSUMEQUEUE (306, the
 store's ``drop_expired_queues``: queues whose messages all left the CommitLog, not of system
@@ -38,17 +41,20 @@ from rocketlite.broker.admin_stats import AdminStats
 from rocketlite.broker.subscriptions import SubscriptionGroupConfig
 from rocketlite.broker.topics import keeps_queues
 from rocketlite.common.errors import BodyError
-from rocketlite.protocol.admin_bodies import ResetOffsetBody, ResetOffsetBodyForC
+from rocketlite.protocol.admin_bodies import GroupList, ResetOffsetBody, ResetOffsetBodyForC
 from rocketlite.protocol.admin_headers import (
     DeleteSubscriptionGroupRequestHeader,
     GetBrokerConfigResponseHeader,
     GetConsumerConnectionListRequestHeader,
     GetConsumeStatsRequestHeader,
     GetProducerConnectionListRequestHeader,
+    GetSubscriptionGroupConfigRequestHeader,
     GetTopicStatsInfoRequestHeader,
+    QueryTopicConsumeByWhoRequestHeader,
+    QueryTopicsByConsumerRequestHeader,
     ResetOffsetRequestHeader,
 )
-from rocketlite.protocol.bodies import MessageQueue
+from rocketlite.protocol.bodies import MessageQueue, TopicList
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.remoting.connection import Connection
@@ -75,6 +81,9 @@ class AdminRemoting:
             (RequestCode.GET_CONSUME_STATS, self.consume_stats),
             (RequestCode.GET_CONSUMER_CONNECTION_LIST, self.consumer_connections),
             (RequestCode.GET_PRODUCER_CONNECTION_LIST, self.producer_connections),
+            (RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, self.topic_consumers),
+            (RequestCode.QUERY_TOPICS_BY_CONSUMER, self.group_topics),
+            (RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, self.get_group),
             (RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, self.update_group),
             (RequestCode.DELETE_SUBSCRIPTIONGROUP, self.delete_group),
             (RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, self.reset_offset),
@@ -113,6 +122,17 @@ class AdminRemoting:
             return cmd.response(RC.SYSTEM_ERROR, f"the producer group[{h.producerGroup}] not exist")
         return cmd.response(RC.SUCCESS, None, None, body.to_json())
 
+    def topic_consumers(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        h = QueryTopicConsumeByWhoRequestHeader.from_ext(cmd.ext_fields)
+        body = GroupList(groupList=self.stats.groups_of_topic(h.topic))
+        return cmd.response(RC.SUCCESS, None, None, body.to_json())
+
+    def group_topics(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        h = QueryTopicsByConsumerRequestHeader.from_ext(cmd.ext_fields)
+        body = TopicList(topicList=self.stats.topics_of_group(h.group),
+                         brokerAddr=self.broker.address)
+        return cmd.response(RC.SUCCESS, None, None, body.to_json())
+
     # -- groups ----------------------------------------------------------------------------
 
     def update_group(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -125,6 +145,13 @@ class AdminRemoting:
             return cmd.response(RC.INVALID_PARAMETER, str(e))
         log.info("subscription group %s updated by %s", sgc.groupName, conn.peer)
         return cmd.response(RC.SUCCESS)
+
+    def get_group(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        h = GetSubscriptionGroupConfigRequestHeader.from_ext(cmd.ext_fields)
+        sgc = self.broker.subscriptions.table.get(h.group)
+        if sgc is None:
+            return cmd.response(RC.SUBSCRIPTION_GROUP_NOT_EXIST, "No group in this broker")
+        return cmd.response(RC.SUCCESS, None, None, sgc.to_json())
 
     def delete_group(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = DeleteSubscriptionGroupRequestHeader.from_ext(cmd.ext_fields)

@@ -10,6 +10,8 @@
   out (when they subscribe to any). Per read queue: the max offset (``brokerOffset``), the committed
   offset (0 when none) as ``consumerOffset`` and ``pullOffset`` (rocketlite keeps no separate pull
   offset), and the store time of the last consumed message (0 when none).
+- Who consumes a topic: the groups whose online members subscribe to it or that committed offsets
+  on it; the topics of a group: those it committed offsets on.
 - Connections: the online members of a consumer or producer group, as their heartbeats announced
   them (client id, language, version) with the address they connect from.
 
@@ -102,6 +104,17 @@ class AdminStats:
         if not members:
             return None
         return ProducerConnection(connectionSet=_connections(members.items()))
+
+    def groups_of_topic(self, topic: str) -> set[str]:
+        """The groups consuming ``topic``: online members subscribing to it, and groups with
+        offsets on it (Java's ``queryTopicConsumeByWho``)."""
+        b = self.broker
+        online = {g for g, info in list(b.consumers.groups.items()) if topic in info.subscriptions}
+        return online | b.offsets.groups_of(topic)
+
+    def topics_of_group(self, group: str) -> set[str]:
+        """The topics ``group`` committed offsets for (Java's ``whichTopicByConsumer``)."""
+        return self.broker.offsets.topics_of(group)
 
     def _mq(self, topic: str, qid: int) -> MessageQueue:
         return MessageQueue(topic=topic, brokerName=self.broker.config.broker_name, queueId=qid)

@@ -26,6 +26,7 @@ __all__ = [
     "ClientConnection",
     "ConsumeStats",
     "ConsumerConnection",
+    "GroupList",
     "MessageQueueForC",
     "OffsetWrapper",
     "ProducerConnection",
@@ -143,3 +144,10 @@ class ResetOffsetBodyForC(JsonBody):
         return cls(offsetTable=sorted(
             MessageQueueForC(topic=mq.topic, brokerName=mq.brokerName, queueId=mq.queueId,
                              offset=o) for mq, o in offsets.items()))
+
+
+@dataclass(slots=True, kw_only=True)
+class GroupList(JsonBody):
+    """``body/GroupList``, the reply of QUERY_TOPIC_CONSUME_BY_WHO (300)."""
+
+    groupList: set[str] = field(default_factory=set)

@@ -15,7 +15,10 @@ __all__ = [
     "GetConsumeStatsRequestHeader",
     "GetConsumerConnectionListRequestHeader",
     "GetProducerConnectionListRequestHeader",
+    "GetSubscriptionGroupConfigRequestHeader",
     "GetTopicStatsInfoRequestHeader",
+    "QueryTopicConsumeByWhoRequestHeader",
+    "QueryTopicsByConsumerRequestHeader",
     "ResetOffsetRequestHeader",
 ]
 
@@ -92,3 +95,24 @@ class DeleteTopicFromNamesrvRequestHeader(Header):
 
     topic: str
     clusterName: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueryTopicConsumeByWhoRequestHeader(Header):
+    """QUERY_TOPIC_CONSUME_BY_WHO (300)."""
+
+    topic: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueryTopicsByConsumerRequestHeader(Header):
+    """QUERY_TOPICS_BY_CONSUMER (343)."""
+
+    group: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GetSubscriptionGroupConfigRequestHeader(Header):
+    """GET_SUBSCRIPTIONGROUP_CONFIG (352)."""
+
+    group: str

@@ -110,3 +110,38 @@ async def test_close_stops_the_scan_and_a_cancelled_close_stays_cancelled() -> N
         await closing
     await server.close()  # a second close finishes the job
     assert server._scan_task is not None and server._scan_task.done()
+
+
+async def test_delete_topic_in_namesrv_of_one_cluster_then_all(
+    ns: tuple[NameServer, RemotingClient, str]
+) -> None:
+    _, client, addr = ns
+    for name, cluster, port in (("broker-a", "C1", 10911), ("broker-b", "C2", 10921)):
+        body = RegisterBrokerBody(topicConfigSerializeWrapper=TopicConfigSerializeWrapper(
+            topicConfigTable={t: TopicConfig(topicName=t) for t in ("TopicTest", "Kept")}))
+        hdr = h.RegisterBrokerRequestHeader(
+            brokerName=name, brokerAddr=f"127.0.0.1:{port}", clusterName=cluster,
+            haServerAddr=f"127.0.0.1:{port + 1}", brokerId=0, compressed=False)
+        r = await client.invoke(addr, RemotingCommand.request(
+            RequestCode.REGISTER_BROKER, hdr.to_ext(), body=body.encode(compressed=False)), 5)
+        assert r.code == ResponseCode.SUCCESS
+
+    async def route(topic: str) -> TopicRouteData | None:
+        r = await client.invoke(addr, RemotingCommand.request(
+            RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}), 5)
+        return TopicRouteData.from_json(r.body) if r.code == ResponseCode.SUCCESS else None
+
+    async def delete(ext: dict[str, str]) -> None:
+        r = await client.invoke(addr, RemotingCommand.request(
+            RequestCode.DELETE_TOPIC_IN_NAMESRV, ext), 5)
+        assert r.code == ResponseCode.SUCCESS
+
+    await delete({"topic": "TopicTest", "clusterName": "C2"})
+    got = await route("TopicTest")
+    assert got is not None and [q.brokerName for q in got.queueDatas] == ["broker-a"]
+    await delete({"topic": "TopicTest"})
+    assert await route("TopicTest") is None
+    await delete({"topic": "TopicTest"})  # unknown: SUCCESS all the same, as Java
+    kept = await route("Kept")
+    assert kept is not None and sorted(q.brokerName for q in kept.queueDatas) == [
+        "broker-a", "broker-b"]

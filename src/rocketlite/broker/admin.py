@@ -5,7 +5,8 @@ UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG
 GET_BROKER_RUNTIME_INFO (28), GET_BROKER_HA_STATUS (907), and what a slave syncs from its master
 besides the topics: GET_ALL_CONSUMER_OFFSET (43, ``consumerOffset.json``'s content, a
 ConsumerOffsetSerializeWrapper) and GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201, a
-SubscriptionGroupWrapper). GET_ALL_DELAY_OFFSET (45) is the schedule service's.
+SubscriptionGroupWrapper). GET_ALL_DELAY_OFFSET (45) is the schedule service's; mqadmin's
+stats, connections, group, reset and config codes are ``admin_remoting``'s.
 
 Replication figures. RocketMQ's runtime info (4.x and 5.x ``prepareRuntimeInfo``) has no HA
 key; 5.x answers them to GET_BROKER_HA_STATUS with an ``HARuntimeInfo`` body, which mqadmin

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rocketlite.broker.admin import AdminProcessor
+from rocketlite.broker.admin_remoting import AdminRemoting
 from rocketlite.broker.client_processor import ClientProcessor
 from rocketlite.broker.clients import ConsumerManager, ProducerManager
 from rocketlite.broker.config import PERM_READ, PERM_WRITE, BrokerConfig, check_role
@@ -141,7 +142,8 @@ class Broker:
         self.pull = PullProcessor(self)
         self.admin = AdminProcessor(self)
         self.clients = ClientProcessor(self)
-        for p in (self.send, self.pull, self.admin, self.clients):
+        self.admin_tools = AdminRemoting(self)  # mqadmin's stats, groups, resets, config
+        for p in (self.send, self.pull, self.admin, self.clients, self.admin_tools):
             p.register()
         # Transactional half messages first (index 0): a prepared message is neither timed nor
         # delayed until its commit, which goes through the diverters again.
@@ -312,6 +314,10 @@ class Broker:
                     RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}))
 
     # -- NameServer registration -----------------------------------------------------------
+
+    def register_soon(self) -> None:
+        """Register with the NameServers now rather than at the next period."""
+        self._wake_register()
 
     def _wake_register(self) -> None:
         if self._register_now is not None:

@@ -132,6 +132,23 @@ class ConsumerOffsetManager:
         prefix = topic + TOPIC_GROUP_SEPARATOR
         return {k[len(prefix):] for k in list(self.table) if k.startswith(prefix)}
 
+    def topics_of(self, group: str) -> set[str]:
+        """The topics ``group`` committed offsets for (Java's ``whichTopicByConsumer``)."""
+        suffix = TOPIC_GROUP_SEPARATOR + group
+        return {k[: -len(suffix)] for k in list(self.table) if k.endswith(suffix)
+                and TOPIC_GROUP_SEPARATOR not in k[: -len(suffix)]}
+
+    def remove_group(self, group: str) -> int:
+        """Drop every offset ``group`` committed (Java's ``removeOffset``); the topics dropped."""
+        suffix = TOPIC_GROUP_SEPARATOR + group
+        with self.lock:
+            keys = [k for k in self.table if k.endswith(suffix)
+                    and TOPIC_GROUP_SEPARATOR not in k[: -len(suffix)]]
+            for k in keys:
+                del self.table[k]
+            self._dirty = True
+        return len(keys)
+
     def remove_topic(self, topic: str) -> None:
         prefix = topic + TOPIC_GROUP_SEPARATOR
         with self.lock:

@@ -78,6 +78,14 @@ def is_system_topic(topic: str, config: BrokerConfig) -> bool:
     )
 
 
+def keeps_queues(topic: str, config: BrokerConfig) -> bool:
+    """A topic whose ConsumeQueues CLEAN_EXPIRED_CONSUMEQUEUE leaves alone: the system topics and
+    those only the broker writes (transaction half/op, timer, revive: their offsets are the
+    broker's own bookkeeping)."""
+    return (is_system_topic(topic, config) or topic in NOT_ALLOWED_SEND_TOPICS
+            or topic.upper().startswith(SYSTEM_TOPIC_PREFIX.upper()))
+
+
 def perm_to_string(perm: int) -> str:
     return ("R" if perm & PERM_READ else "-") + ("W" if perm & PERM_WRITE else "-") + (
         "X" if perm & PERM_INHERIT else "-")
@@ -168,6 +176,12 @@ class TopicConfigManager:
                     fn(tc)
                 except Exception:
                     log.exception("topic change listener failed for %s", tc.topicName)
+
+    def touch(self) -> None:
+        """A new data version with the same topics: what the broker registers changed otherwise
+        (its permission masks every topic's), and the NameServer takes topics only from a
+        registration with a new version."""
+        self._changed(None)
 
     def update(self, tc: TopicConfig) -> TopicConfig:
         """Create or replace a topic (UPDATE_AND_CREATE_TOPIC); TopicError if refused."""

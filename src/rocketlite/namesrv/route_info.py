@@ -138,6 +138,21 @@ class RouteInfo:
         if not queues:
             del self.topic_queues[topic]
 
+    def delete_topic(self, topic: str, cluster: str | None = None) -> bool:
+        """Forget a topic's queues (DELETE_TOPIC_IN_NAMESRV): of one cluster's brokers when
+        ``cluster`` is given, else all of them. True if any were known. A broker still serving the
+        topic registers it again only with a new data version (as with Java's NameServer)."""
+        queues = self.topic_queues.get(topic)
+        if queues is None:
+            return False
+        if not cluster:
+            del self.topic_queues[topic]
+            return True
+        names = [b for b in queues if b in self.clusters.get(cluster, set())]
+        for broker_name in names:
+            self._drop_queue(topic, broker_name)
+        return bool(names)
+
     def heartbeat(self, broker_addr: str, now_ms: int) -> bool:
         live = self.live.get(broker_addr)
         if live is None:

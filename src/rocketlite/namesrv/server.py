@@ -4,7 +4,9 @@ that removes silent brokers.
 Answers: REGISTER_BROKER (103, JSON or compressed body), UNREGISTER_BROKER (104),
 BROKER_HEARTBEAT (904), GET_ROUTEINFO_BY_TOPIC (105: standard JSON for clients at V4_9_4 or later
 or asking ``acceptStandardJsonOnly``, fastjson's legacy form with bare integer keys otherwise),
-GET_BROKER_CLUSTER_INFO (106), GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206), and the KV config
+GET_BROKER_CLUSTER_INFO (106), GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206),
+DELETE_TOPIC_IN_NAMESRV (216: the topic's routes, of one cluster if ``clusterName`` is given;
+always SUCCESS, as Java), and the KV config
 (PUT 100, GET 101, DELETE 102, GET_KVLIST_BY_NAMESPACE 219), kept in ``kvConfig.json`` when a
 path is given. Everything runs on the event loop: each handler is a few dict operations.
 """
@@ -19,6 +21,7 @@ from pathlib import Path
 from rocketlite.common.errors import BodyError, HeaderError
 from rocketlite.namesrv.route_info import RouteInfo
 from rocketlite.protocol import headers as h
+from rocketlite.protocol.admin_headers import DeleteTopicFromNamesrvRequestHeader
 from rocketlite.protocol.bodies import KVTable, RegisterBrokerBody, TopicConfigSerializeWrapper
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
@@ -63,6 +66,7 @@ class NameServer:
             (RequestCode.GET_ROUTEINFO_BY_TOPIC, self.get_route),
             (RequestCode.GET_BROKER_CLUSTER_INFO, self.cluster_info),
             (RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, self.all_topics),
+            (RequestCode.DELETE_TOPIC_IN_NAMESRV, self.delete_topic),
             (RequestCode.PUT_KV_CONFIG, self.put_kv),
             (RequestCode.GET_KV_CONFIG, self.get_kv),
             (RequestCode.DELETE_KV_CONFIG, self.delete_kv),
@@ -146,6 +150,13 @@ class NameServer:
 
     def all_topics(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         return cmd.response(ResponseCode.SUCCESS, body=self.routes.topic_list().to_json())
+
+    def delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        hdr = DeleteTopicFromNamesrvRequestHeader.from_ext(cmd.ext_fields)
+        if self.routes.delete_topic(hdr.topic, hdr.clusterName):
+            log.info("topic %s deleted from the routes%s by %s", hdr.topic,
+                     f" of cluster {hdr.clusterName}" if hdr.clusterName else "", conn.peer)
+        return cmd.response(ResponseCode.SUCCESS)
 
     # -- KV config ---------------------------------------------------------------------------
 

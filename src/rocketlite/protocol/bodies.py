@@ -14,7 +14,10 @@ Reading, as fastjson does:
   ``bool`` fields accept ``true``/``false``, ``0``/``1`` and those as strings.
 - Enums accept their name or their ordinal (C++ sends ``"consumeType":1``); they are written by name.
 - ``dict[int, str]`` (``BrokerData.brokerAddrs``) accepts quoted (``{"0":..}``) and bare (``{0:..}``)
-  keys. Java ``Set<String|Integer|MessageQueue>`` are Python sets, written as sorted arrays.
+  keys. ``dict[MessageQueue, X]`` (``ConsumeStats.offsetTable``...) has object keys, as fastjson
+  writes them: ``{{"brokerName":"b","queueId":0,"topic":"t"}:..}`` (not standard JSON).
+  ``float`` fields (Java ``double``) accept numbers and numeric strings. Java
+  ``Set<String|Integer|MessageQueue>`` are Python sets, written as sorted arrays.
 
 Writing: ``None`` fields are left out (fastjson skips nulls); keys sorted; ``legacy=True`` writes
 integer map keys bare for clients older than V4_9_4 (see ``fastjson``).
@@ -182,6 +185,38 @@ def _decode_bool(v: Any, path: str) -> Any:
     raise _bad(path, "a boolean", v)
 
 
+def _decode_float(v: Any, path: str) -> Any:
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return float(v)
+    if isinstance(v, str):
+        try:
+            return float(v)
+        except ValueError:
+            pass
+    raise _bad(path, "a number", v)
+
+
+def _key_converter(kt: Any) -> tuple[_Decoder, _Encoder]:
+    """Map keys: ``int`` (quoted or bare), ``str``, or a body class such as ``MessageQueue``,
+    which fastjson writes as an object key (``{{"brokerName":..}:5}``, a ``fastjson.ObjectKey``
+    once parsed)."""
+    if kt is int:
+        return _int_decoder(_INT64), _ident
+    if isinstance(kt, type) and issubclass(kt, JsonBody):
+        body: type[JsonBody] = kt
+
+        def decode_key(k: Any, path: str) -> Any:
+            if not isinstance(k, fastjson.ObjectKey):
+                raise _bad(path, f"a {body.__name__} object", k)
+            return body.from_obj(k.to_dict(), path)
+
+        def encode_key(k: Any) -> Any:
+            return fastjson.ObjectKey.from_mapping(k.to_obj())
+
+        return decode_key, encode_key
+    return _decode_str, _ident
+
+
 def _enum_converter(tp: type[Enum]) -> tuple[_Decoder, _Encoder]:
     members = list(tp)
 
@@ -233,6 +268,8 @@ def _converter(tp: Any) -> tuple[_Decoder, _Encoder]:  # noqa: C901  (one branch
         return _decode_str, _ident
     if tp is bool:
         return _decode_bool, _ident
+    if tp is float:
+        return _decode_float, _ident
     if isinstance(tp, type) and issubclass(tp, Enum):
         return _enum_converter(tp)
     if isinstance(tp, type) and issubclass(tp, JsonBody):
@@ -258,7 +295,7 @@ def _converter(tp: Any) -> tuple[_Decoder, _Encoder]:  # noqa: C901  (one branch
         return decode_set, lambda v: [ienc(x) for x in _sorted(v)]
     if origin is dict:
         kt, vt = args
-        kdec = _int_decoder(_INT64) if kt is int else _decode_str
+        kdec, kenc = _key_converter(kt)
         vdec, venc = _converter(vt)
 
         def decode_dict(v: Any, path: str) -> Any:
@@ -266,7 +303,9 @@ def _converter(tp: Any) -> tuple[_Decoder, _Encoder]:  # noqa: C901  (one branch
                 raise _bad(path, "an object", v)
             return {kdec(k, f"{path} key"): vdec(x, f"{path}[{k!r}]") for k, x in v.items()}
 
-        return decode_dict, lambda v: {k: venc(x) for k, x in v.items()}
+        if kenc is _ident:
+            return decode_dict, lambda v: {k: venc(x) for k, x in v.items()}
+        return decode_dict, lambda v: {kenc(k): venc(x) for k, x in v.items()}
     raise TypeError(f"unsupported body field type {tp!r}")  # pragma: no cover - a bug in this module
 
 

@@ -422,6 +422,12 @@ class Dispatcher:
             del self._queues[key]
         self.dirty = {cq for cq in self.dirty if cq.topic != topic}
 
+    def forget_queue(self, cq: ConsumeQueue) -> None:
+        """Drop cached references to one dropped queue (call holding ``lock``)."""
+        for key in [k for k, q in self._queues.items() if q is cq]:
+            del self._queues[key]
+        self.dirty.discard(cq)
+
     def mark_dirty(self, queues: list[ConsumeQueue]) -> None:
         with self.lock:
             self.dirty.update(queues)

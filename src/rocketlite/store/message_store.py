@@ -25,6 +25,7 @@ with ``read_commitlog`` and hears of appends through ``on_append``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import resource
 import shutil
@@ -470,6 +471,41 @@ class MessageStore:
         shutil.rmtree(self.config.consume_queue_dir / topic, ignore_errors=True)
         return len(dropped)
 
+    def drop_expired_queues(self, keep: Callable[[str], bool]) -> list[ConsumeQueue]:
+        """Java's ``cleanExpiredConsumerQueue``: forget the ConsumeQueues (not of a topic ``keep``
+        names) that had messages and have none left in the CommitLog, with their queue offsets,
+        so the queue's next message is offset 0 again. A queue with a message stored but not
+        dispatched yet stays. Returns the dropped queues, closed; their files are the caller's
+        to remove (``remove_queue_files``)."""
+        cl = self.commitlog
+        dropped: list[ConsumeQueue] = []
+        with self._flush_lock, self.dispatcher.lock, self._queues_lock:
+            cl_min = cl.min_offset
+            for key, cq in list(self.queues.items()):
+                if keep(cq.topic) or cq.max_offset == 0:
+                    continue
+                last = cq.last_unit()
+                if last is not None and last[0] >= cl_min:
+                    continue
+                with cl.lock:
+                    if cl.topic_queue_table.get(key, 0) != cq.max_offset:
+                        continue
+                    cl.topic_queue_table.pop(key, None)
+                del self.queues[key]
+                self.dispatcher.forget_queue(cq)
+                dropped.append(cq)
+            for cq in dropped:
+                cq.close()
+        return dropped
+
+    def remove_queue_files(self, queues: Sequence[ConsumeQueue]) -> None:
+        """Delete dropped queues' directories (and their topic's, once empty)."""
+        for cq in queues:
+            topic_dir = self.config.consume_queue_dir / cq.topic
+            shutil.rmtree(topic_dir / str(cq.queue_id), ignore_errors=True)
+            with contextlib.suppress(OSError):
+                topic_dir.rmdir()  # only if empty
+
     def find_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         return self.queues.get((topic, queue_id))
 
@@ -555,6 +591,19 @@ class MessageStore:
             else:
                 hi = mid
         return lo
+
+    def message_store_time(self, topic: str, queue_id: int, offset: int) -> int:
+        """Store time of the message at ``offset`` of a queue (Java's
+        ``getMessageStoreTimeStamp``); -1 if there is none (any more)."""
+        cq = self.find_queue(topic, queue_id)
+        unit = cq.get_unit(offset) if cq is not None and offset >= cq.min_offset else None
+        if unit is None:
+            return -1
+        try:
+            ts = self._unit_time(unit[0])
+        except StoreError:  # its segment was deleted meanwhile
+            return -1
+        return -1 if ts is None else ts
 
     def _unit_time(self, commit_log_offset: int) -> int | None:
         if commit_log_offset < self.commitlog.min_offset:

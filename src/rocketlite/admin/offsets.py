@@ -40,23 +40,26 @@ async def reset_offset_by_time(
 ) -> list[QueueReset]:
     """Reset ``group``'s offsets on ``topic`` to ``timestamp`` (ms; -1: the end) on every master
     of the topic; the new offset of each queue, by broker and queue. ``on_total`` is told the
-    number of brokers first, ``on_progress`` 1 as each one is done (for a progress bar)."""
+    number of queues first (the route's read queues), ``on_progress`` a broker's count as each
+    broker is done (for a progress bar: one request resets all the queues of a broker)."""
     check_group(group)
     if timestamp < SKIP_TO_END:
         raise AdminError(f"timestamp {timestamp} is negative (only -1, the end, is)")
-    masters = route_masters(await session.route(topic))
+    route = await session.route(topic)
+    masters = route_masters(route)
     if not masters:
         raise AdminError(f"topic {topic!r} has no master broker in its route")
+    queues = {qd.brokerName: qd.readQueueNums for qd in route.queueDatas}
     if on_total is not None:
-        on_total(len(masters))
+        on_total(sum(queues.get(name, 0) for name in masters))
     header = ResetOffsetRequestHeader(topic=topic, group=group, timestamp=timestamp, isForce=force)
     out: list[QueueReset] = []
-    for addr in masters.values():
+    for name, addr in masters.items():
         reply = await session.call(addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header)
         body = decode(ResetOffsetBody, reply, addr, "reset offset table")
         out.extend(QueueReset(mq.brokerName, mq.queueId, o) for mq, o in body.offsetTable.items())
         if on_progress is not None:
-            on_progress(1)
+            on_progress(queues.get(name, 0))
     return sorted(out, key=lambda r: (r.broker_name, r.queue_id))
 
 

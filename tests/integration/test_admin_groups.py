@@ -116,6 +116,12 @@ def progress(env: Env, group: str) -> dict[str, Any]:
     return p  # type: ignore[no-any-return]
 
 
+def caught_up(env: Env, group: str, topic: str) -> bool:
+    """The group committed every queue of ``topic`` up to its end."""
+    mine = [q for q in progress(env, group)["queues"] if q["topic"] == topic]
+    return len(mine) == QUEUES and all(q["diff"] == 0 for q in mine)
+
+
 def test_live_group_progress_connections_and_offset_resets(env: Env) -> None:
     topic, group, n = "OpsT", "OpsG", 12
     make_topic(env, topic)
@@ -135,7 +141,7 @@ def test_live_group_progress_connections_and_offset_resets(env: Env) -> None:
         c = consumer(env, group, topic, got)
         try:
             wait_until(lambda: got.has(first), what="batch a consumed")
-            wait_until(lambda: progress(env, group)["diffTotal"] == 0, what="offsets committed")
+            wait_until(lambda: caught_up(env, group, topic), what="offsets committed")
             p = progress(env, group)
             assert p["online"] == 1 and p["messageModel"] == "CLUSTERING"
             mine = [q for q in p["queues"] if q["topic"] == topic]
@@ -146,6 +152,13 @@ def test_live_group_progress_connections_and_offset_resets(env: Env) -> None:
             listed = {g["group"]: g for g in ok_json("consumerProgress", "-n", env.ns)}
             assert listed[group]["online"] == 1 and listed[group]["diffTotal"] == 0
 
+            for args, shown in ((("consumerProgress", "-g", group), "Diff Total: 0"),
+                                (("consumerProgress",), group),
+                                (("consumerConnection", "-g", group), "CONSUME_FROM_FIRST_OFFSET"),
+                                (("producerConnection", "-g", "OpsPG", "-t", topic), "PYTHON"),
+                                (("topicStatus", "-t", topic), "#Max Offset")):
+                text = admin(*args, "-n", env.ns)
+                assert text.exit_code == 0 and shown in text.stdout, (args, text.output)
             cc = ok_json("consumerConnection", "-n", env.ns, "-g", group)
             (member,) = cc["connectionSet"]
             assert member["clientId"] == c.consumer.instance.client_id  # type: ignore[union-attr]
@@ -172,7 +185,7 @@ def test_live_group_progress_connections_and_offset_resets(env: Env) -> None:
             assert "#queueId" in r.stdout
             wait_until(lambda: got.has(first, times=2) and got.has(second, times=3),
                        what="everything re-received")
-            wait_until(lambda: progress(env, group)["diffTotal"] == 0, what="offsets committed")
+            wait_until(lambda: caught_up(env, group, topic), what="offsets committed")
         finally:
             c.shutdown()
 
@@ -180,6 +193,8 @@ def test_live_group_progress_connections_and_offset_resets(env: Env) -> None:
         third = send(producer, topic, "c", n)
         wait_until(lambda: progress(env, group)["diffTotal"] == n, what="batch c accumulated")
         assert progress(env, group)["online"] == 0
+        r = admin("consumerProgress", "-n", env.ns, "-g", group)
+        assert r.exit_code == 0 and f"Diff Total: {n}" in r.stdout and "0 online" in r.stdout
         skipped = ok_json("skipAccumulatedMessage", "-n", env.ns, "-g", group, "-t", topic)
         assert [r["offset"] for r in skipped] == [q["maxOffset"] for q in status(env, topic)]
         assert progress(env, group)["diffTotal"] == 0
@@ -198,6 +213,8 @@ def test_live_group_progress_connections_and_offset_resets(env: Env) -> None:
     assert (g["accumulation"], g["online"]) == (0, 0)
     assert [t["topic"] for t in ok_json("statsAll", "-n", env.ns, "-t", topic)] == [topic]
     assert not any(t.startswith(("%RETRY%", "TBW102")) for t in stats)
+    text = admin("statsAll", "-n", env.ns, "-a")
+    assert text.exit_code == 0 and topic in text.stdout and group in text.stdout
 
     # -r true: the group's offsets go too
     assert ok_json("deleteSubGroup", "-n", env.ns, "-b", env.addr, "-g", group,
@@ -219,6 +236,10 @@ def test_update_and_delete_a_subscription_group(env: Env) -> None:
     assert ok_json("deleteSubGroup", "-n", env.ns, "-c", CLUSTER, "-g", "SubG") == [env.addr]
     (u,) = ok_json("updateSubGroup", "-n", env.ns, "-b", env.addr, "-g", "SubG")
     assert u["config"]["retryMaxTimes"] == 16  # deleted: Java's defaults again
+    for args in (("updateSubGroup", "-b", env.addr, "-g", "TextG"),
+                 ("deleteSubGroup", "-b", env.addr, "-g", "TextG", "-r", "true")):
+        text = admin(*args, "-n", env.ns)
+        assert text.exit_code == 0 and "success" in text.stdout, text.output
     assert "is invalid" in fails("updateSubGroup", "-n", env.ns, "-b", env.addr, "-g", "bad g")
     r = admin("updateSubGroup", "-n", env.ns, "-b", env.addr, "-g", "SubG", "-d", "maybe")
     assert r.exit_code == 2 and "true or false" in r.output
@@ -255,6 +276,11 @@ def test_delete_topic_and_clean_expired_queues(env: Env) -> None:
     assert "does not exist" in fails("deleteTopic", "-n", env.ns, "-t", "DelT", "-c", "NoCluster")
     assert ok_json("cleanExpiredCQ", "-b", env.addr) == [env.addr]
     assert ok_json("cleanExpiredCQ", "-n", env.ns) == [env.addr]
+    make_topic(env, "DelT2")
+    for args in (("deleteTopic", "-t", "DelT2", "-c", CLUSTER), ("cleanExpiredCQ",),
+                 ("updateBrokerConfig", "-c", CLUSTER, "-k", "longPollingEnable", "-v", "true")):
+        text = admin(*args, "-n", env.ns)
+        assert text.exit_code == 0 and "success" in text.stdout, text.output
 
 
 def test_expected_failures_are_one_line(env: Env) -> None:

@@ -15,6 +15,7 @@ skipAccumulatedMessage  move a group's offsets on a topic to the end (-g -t)
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 import typer
@@ -94,6 +95,9 @@ def consumer_progress_command(
         return
     if group is not None:
         _progress_table(groups[0])
+        return
+    if not groups:
+        console().print("no consumer group is known to the brokers", highlight=False)
         return
     t = Table()
     for col in ("#Group", "#Count", "#Type", "#Model", "#TPS", "#Diff Total"):
@@ -181,9 +185,13 @@ def update_sub_group_command(
     if as_json:
         print_json(done)
         return
+    out = console()
     for u in done:
-        console().print(f"create subscription group to {u.address} success.\n{u.config}",
-                        highlight=False, markup=False)
+        out.print(f"create subscription group to {u.address} success.", highlight=False,
+                  markup=False)
+        for k, v in u.config.to_obj().items():
+            shown = v if isinstance(v, str) else json.dumps(v)  # Java's spelling: true, {}
+            out.print(f"  {k:<32}{shown}", highlight=False, markup=False)
 
 
 def delete_sub_group_command(

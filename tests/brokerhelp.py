@@ -191,3 +191,13 @@ async def eventually(check: Callable[[], object], timeout: float = 30.0,  # noqa
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(every)
+
+
+def wait_until(check: Callable[[], object], timeout: float = 30.0, every: float = 0.05,
+               what: str = "condition") -> None:
+    """``eventually`` for code without an event loop (a CliRunner test driving sync clients)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not met in {timeout} s")
+        time.sleep(every)

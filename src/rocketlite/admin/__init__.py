@@ -9,6 +9,13 @@ refusal) raises :class:`AdminError` whose message is the one-line reason. The pa
 client, remoting and protocol layers, never the broker, NameServer or store.
 """
 
+from rocketlite.admin.brokers import (
+    BrokerConfigView,
+    ConfigUpdate,
+    clean_expired_cq,
+    get_broker_config,
+    update_broker_config,
+)
 from rocketlite.admin.cluster import (
     BrokerEntry,
     BrokerStatus,
@@ -21,6 +28,16 @@ from rocketlite.admin.cluster import (
 )
 from rocketlite.admin.dlq import ResendCounts, resend_dlq
 from rocketlite.admin.errors import AdminError, TopicNotFoundError, UnreachableError
+from rocketlite.admin.groups import (
+    GroupProgress,
+    QueueProgress,
+    SubGroupUpdate,
+    consumer_connection,
+    consumer_progress,
+    delete_sub_group,
+    producer_connection,
+    update_sub_group,
+)
 from rocketlite.admin.jsonview import jsonable
 from rocketlite.admin.messages import (
     MessageView,
@@ -29,17 +46,32 @@ from rocketlite.admin.messages import (
     query_msg_by_offset,
     query_msg_by_unique_key,
 )
+from rocketlite.admin.offsets import QueueReset, reset_offset_by_time, skip_accumulated
 from rocketlite.admin.produce import SendView, send_message
 from rocketlite.admin.ranges import QueueRange, consume_message, print_msg, queue_ranges
 from rocketlite.admin.session import AdminSession
 from rocketlite.admin.timeparse import format_timestamp, parse_timestamp
+from rocketlite.admin.topic_stats import (
+    GroupStats,
+    QueueStatus,
+    TopicDeletion,
+    TopicStats,
+    delete_topic,
+    stats_all,
+    topic_status,
+)
 from rocketlite.admin.topics import TopicUpdate, topic_list, topic_route, update_topic
 
 __all__ = [
-    "AdminError", "AdminSession", "BrokerEntry", "BrokerStatus", "HaMasterView", "HaSlave",
-    "HaSlaveView", "MessageView", "QueueRange", "ResendCounts", "SendView", "TopicNotFoundError",
-    "TopicUpdate", "UnreachableError", "broker_status", "cluster_list", "consume_message",
-    "format_timestamp", "ha_status", "jsonable", "parse_timestamp", "print_msg",
-    "query_msg_by_id", "query_msg_by_key", "query_msg_by_offset", "query_msg_by_unique_key",
-    "queue_ranges", "resend_dlq", "send_message", "topic_list", "topic_route", "update_topic",
+    "AdminError", "AdminSession", "BrokerConfigView", "BrokerEntry", "BrokerStatus",
+    "ConfigUpdate", "GroupProgress", "GroupStats", "HaMasterView", "HaSlave", "HaSlaveView",
+    "MessageView", "QueueProgress", "QueueRange", "QueueReset", "QueueStatus", "ResendCounts",
+    "SendView", "SubGroupUpdate", "TopicDeletion", "TopicNotFoundError", "TopicStats",
+    "TopicUpdate", "UnreachableError", "broker_status", "clean_expired_cq", "cluster_list",
+    "consume_message", "consumer_connection", "consumer_progress", "delete_sub_group",
+    "delete_topic", "format_timestamp", "get_broker_config", "ha_status", "jsonable",
+    "parse_timestamp", "print_msg", "producer_connection", "query_msg_by_id", "query_msg_by_key",
+    "query_msg_by_offset", "query_msg_by_unique_key", "queue_ranges", "resend_dlq",
+    "reset_offset_by_time", "send_message", "skip_accumulated", "stats_all", "topic_list",
+    "topic_route", "topic_status", "update_broker_config", "update_sub_group", "update_topic",
 ]

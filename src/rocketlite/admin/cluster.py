@@ -139,25 +139,11 @@ async def cluster_list(session: AdminSession, cluster: str | None = None) -> lis
     return out
 
 
-async def _targets(session: AdminSession, broker_addr: str | None,
-                   cluster: str | None) -> list[str]:
-    """``broker_addr``, or the master address of each group of ``cluster`` (exactly one given)."""
-    if (broker_addr is None) == (cluster is None):
-        raise AdminError("give exactly one of a broker address and a cluster")
-    if broker_addr is not None:
-        return [broker_addr]
-    assert cluster is not None
-    addrs = sorted((await session.master_addrs(cluster)).values())
-    if not addrs:
-        raise AdminError(f"cluster {cluster!r} has no master registered")
-    return addrs
-
-
 async def broker_status(session: AdminSession, broker_addr: str | None = None,
                         cluster: str | None = None) -> list[BrokerStatus]:
     """The runtime-info table of ``broker_addr`` or of each master of ``cluster``."""
     return [BrokerStatus(addr, await runtime_info(session, addr))
-            for addr in await _targets(session, broker_addr, cluster)]
+            for addr in await session.targets(broker_addr, cluster)]
 
 
 def _ha_view(addr: str, info: dict[str, Any]) -> HaMasterView | HaSlaveView:
@@ -178,7 +164,7 @@ async def ha_status(session: AdminSession, broker_addr: str | None = None,
                     cluster: str | None = None) -> list[HaMasterView | HaSlaveView]:
     """The replication figures of ``broker_addr``, or of each master of ``cluster``."""
     out: list[HaMasterView | HaSlaveView] = []
-    for addr in await _targets(session, broker_addr, cluster):
+    for addr in await session.targets(broker_addr, cluster):
         reply = await session.call(addr, RequestCode.GET_BROKER_HA_STATUS)
         try:
             info = json.loads(reply.body or b"")

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from types import TracebackType
-from typing import Self
+from typing import Self, TypeVar
 
 from rocketlite.admin.errors import AdminError, TopicNotFoundError, UnreachableError
 from rocketlite.common.errors import FormatError, RemotingError
-from rocketlite.protocol.bodies import BrokerData, ClusterInfo, TopicList, TopicRouteData
+from rocketlite.protocol.bodies import BrokerData, ClusterInfo, JsonBody, TopicList, TopicRouteData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.headers import GetRouteInfoRequestHeader, Header
 from rocketlite.remoting.client import RemotingClient
+
+B = TypeVar("B", bound=JsonBody)
 
 DEFAULT_TIMEOUT_S = 5.0
 MASTER_ID = 0
@@ -146,6 +148,42 @@ class AdminSession:
         return {name: addr for name in sorted(names)
                 if (bd := ci.brokerAddrTable.get(name)) is not None
                 and (addr := bd.brokerAddrs.get(MASTER_ID)) is not None}
+
+
+    async def all_masters(self) -> dict[str, str]:
+        """Broker name -> master address of every group of every cluster the NameServer knows."""
+        ci = await self.cluster_info()
+        return {name: addr for name, bd in sorted(ci.brokerAddrTable.items())
+                if (addr := bd.brokerAddrs.get(MASTER_ID)) is not None}
+
+    async def targets(self, broker_addr: str | None, cluster: str | None) -> list[str]:
+        """``broker_addr``, or the master address of each group of ``cluster`` (exactly one
+        given): the brokers a ``-b``/``-c`` command acts on."""
+        if (broker_addr is None) == (cluster is None):
+            raise AdminError("give exactly one of a broker address and a cluster")
+        if broker_addr is not None:
+            return [broker_addr]
+        assert cluster is not None
+        addrs = sorted((await self.master_addrs(cluster)).values())
+        if not addrs:
+            raise AdminError(f"cluster {cluster!r} has no master registered")
+        return addrs
+
+
+def decode(cls: type[B], reply: RemotingCommand, addr: str, what: str) -> B:
+    """``reply``'s body as a ``cls``; AdminError naming the broker and the request (``what``)
+    when it cannot be read."""
+    try:
+        return cls.from_json(reply.body or b"{}")
+    except FormatError as e:
+        raise AdminError(f"broker {addr} answered a malformed {what}: {e}") from e
+
+
+def route_masters(route: TopicRouteData) -> dict[str, str]:
+    """Broker name -> master address of each broker group in ``route`` (one without a master
+    left out)."""
+    return {bd.brokerName: addr for bd in sorted(route.brokerDatas, key=lambda b: b.brokerName)
+            if (addr := bd.brokerAddrs.get(MASTER_ID)) is not None}
 
 
 def broker_addr(route: TopicRouteData, broker_name: str, *, master: bool = True) -> str:

@@ -1,11 +1,12 @@
 """The timestamps the admin commands take (mqadmin's ``-s``/``-e``): milliseconds since the epoch,
 or ``yyyy-MM-dd#HH:mm:ss:SSS`` in local time (``UtilAll.YYYY_MM_DD_HH_MM_SS_SSS``, read by Java's
-``SimpleDateFormat`` in the JVM's time zone)."""
+``SimpleDateFormat`` in the JVM's time zone), or ``now`` (mqadmin ``resetOffsetByTime -s now``)."""
 
 from __future__ import annotations
 
 import datetime
 import re
+import time
 
 from rocketlite.admin.errors import AdminError
 
@@ -16,12 +17,14 @@ _MS = re.compile(r"\d{1,15}", re.ASCII)
 def parse_timestamp(text: str) -> int:
     """Milliseconds since the epoch from ``text``; AdminError saying which forms are accepted."""
     s = text.strip()
+    if s.lower() == "now":
+        return int(time.time() * 1000)
     if _MS.fullmatch(s):
         return int(s)
     m = _DATE.fullmatch(s)
     if m is None:
-        raise AdminError(f"timestamp {text!r} is neither milliseconds since the epoch nor "
-                         "yyyy-MM-dd#HH:mm:ss:SSS")
+        raise AdminError(f"timestamp {text!r} is neither milliseconds since the epoch, "
+                         "yyyy-MM-dd#HH:mm:ss:SSS nor now")
     y, mo, d, h, mi, sec, ms = (int(g) for g in m.groups())
     try:
         local = datetime.datetime(y, mo, d, h, mi, sec)  # naive: the local time zone

@@ -10,42 +10,19 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from rocketlite.broker import config_file
 from rocketlite.common.errors import BodyError, ConfigError
-from rocketlite.protocol.bodies import DataVersion, JsonBody
-from rocketlite.protocol.headers import Int32, Int64
+from rocketlite.protocol.admin_bodies import SubscriptionGroupConfig, SubscriptionGroupWrapper
+from rocketlite.protocol.bodies import DataVersion
+
+__all__ = ["MAX_GROUPS", "SubscriptionGroupConfig", "SubscriptionGroupManager",
+           "SubscriptionGroupWrapper"]
 
 log = logging.getLogger(__name__)
 
 MAX_GROUPS = 100_000
-
-
-@dataclass(slots=True, kw_only=True)
-class SubscriptionGroupConfig(JsonBody):
-    """``subscription/SubscriptionGroupConfig`` with Java's defaults."""
-
-    groupName: str
-    consumeEnable: bool = True
-    consumeFromMinEnable: bool = True
-    consumeBroadcastEnable: bool = True
-    consumeMessageOrderly: bool = False
-    retryQueueNums: Int32 = 1
-    retryMaxTimes: Int32 = 16
-    brokerId: Int64 = 0
-    whichBrokerWhenConsumeSlowly: Int64 = 1
-    notifyConsumerIdsChangedEnable: bool = True
-    groupSysFlag: Int32 = 0
-    consumeTimeoutMinute: Int32 = 15
-    attributes: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(slots=True, kw_only=True)
-class SubscriptionGroupWrapper(JsonBody):
-    subscriptionGroupTable: dict[str, SubscriptionGroupConfig] = field(default_factory=dict)
-    dataVersion: DataVersion = field(default_factory=DataVersion)
 
 
 class SubscriptionGroupManager:

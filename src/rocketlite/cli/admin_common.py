@@ -21,6 +21,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -84,6 +85,39 @@ def run(make: Callable[[AdminSession], Awaitable[T]], namesrv: str | None, debug
 def timestamp(text: str | None) -> int | None:
     """A ``-s``/``-e`` value in ms (AdminError for a bad one, reported by ``run``)."""
     return None if text is None else parse_timestamp(text)
+
+
+def true_false(text: str | None, flag: str) -> bool | None:
+    """mqadmin's ``true``/``false`` option values (None when the option was not given)."""
+    if text is None:
+        return None
+    if text.lower() not in ("true", "false"):
+        raise typer.BadParameter(f"{text!r} is not true or false", param_hint=flag)
+    return text.lower() == "true"
+
+
+class ProgressBar:
+    """A rich progress bar on stderr (gone when done) fed by an admin function's ``on_total`` /
+    ``on_progress`` callbacks; use as a context manager around ``run``."""
+
+    def __init__(self, description: str) -> None:
+        self.progress = Progress(TextColumn("[progress.description]{task.description}"),
+                                 BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                                 console=console(stderr=True), transient=True)
+        self.task = self.progress.add_task(description, total=None)
+
+    def total(self, n: int) -> None:
+        self.progress.update(self.task, total=n)
+
+    def advance(self, n: int) -> None:
+        self.progress.advance(self.task, n)
+
+    def __enter__(self) -> ProgressBar:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(None, None, None)
 
 
 def render_body(body: bytes, fmt: BodyFormat) -> str:

@@ -5,6 +5,8 @@
 topicList              every topic the NameServer routes
 topicRoute             a topic's brokers and queues (-t)
 updateTopic            create or change a topic on a broker (-b) or each master (-c)
+topicStatus            each queue's min and max offsets and last store time (-t)
+deleteTopic            delete a topic from a cluster's masters, then the NameServers (-t -c)
 =====================  =================================================================
 """
 
@@ -16,7 +18,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from rocketlite.admin import topic_list, topic_route, update_topic
+from rocketlite.admin import delete_topic, topic_list, topic_route, topic_status, update_topic
+from rocketlite.admin.timeparse import format_timestamp
 from rocketlite.cli.admin_common import AsJson, Debug, Namesrv, Topic, console, print_json, run
 
 
@@ -93,7 +96,46 @@ def update_topic_command(
                         highlight=False, markup=False)
 
 
+def topic_status_command(topic: Topic, namesrv: Namesrv = None, as_json: AsJson = False,
+                         debug: Debug = False) -> None:
+    """Each queue of a topic: min and max offsets, store time of its last message."""
+    queues = run(lambda s: topic_status(s, topic), namesrv, debug)
+    if as_json:
+        print_json(queues)
+        return
+    t = Table(title=topic)
+    for col in ("#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated"):
+        t.add_column(col, justify="right" if col in ("#QID", "#Min Offset", "#Max Offset")
+                     else "left")
+    for q in queues:
+        t.add_row(Text(q.broker_name), str(q.queue_id), str(q.min_offset), str(q.max_offset),
+                  format_timestamp(q.last_update_timestamp) if q.last_update_timestamp else "-")
+    console().print(t)
+
+
+def delete_topic_command(
+    topic: Topic,
+    cluster: Annotated[str, typer.Option("-c", "--cluster",
+                                         help="delete it from this cluster's masters")],
+    namesrv: Namesrv = None, as_json: AsJson = False, debug: Debug = False,
+) -> None:
+    """Delete a topic from every master of a cluster, then from every NameServer."""
+    done = run(lambda s: delete_topic(s, topic, cluster), namesrv, debug)
+    if as_json:
+        print_json(done)
+        return
+    out = console()
+    for addr in done.brokers:
+        out.print(f"delete topic [{topic}] from cluster [{cluster}] broker {addr} success.",
+                  highlight=False, markup=False)
+    for ns in done.namesrvs:
+        out.print(f"delete topic [{topic}] from NameServer {ns} success.", highlight=False,
+                  markup=False)
+
+
 def register(app: typer.Typer) -> None:
     app.command("topicList")(topic_list_command)
     app.command("topicRoute")(topic_route_command)
     app.command("updateTopic")(update_topic_command)
+    app.command("topicStatus")(topic_status_command)
+    app.command("deleteTopic")(delete_topic_command)

@@ -162,6 +162,38 @@ class ConsumerBase(abc.ABC):
         if self.offset_store is not None:
             await self.offset_store.persist_all(self.owned_queues())
 
+    # -- offset reset -------------------------------------------------------------------------
+
+    async def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET from a broker (mqadmin ``resetOffsetByTime``,
+        ``skipAccumulatedMessage``), as Java's ``MQClientInstance.resetOffset``: the owned queues
+        among ``offsets`` stop and drop their pending messages (no commit of the old position),
+        the offset store takes the new offsets and writes them out at once (so that no later
+        persist or pull carries the old ones back), and the queues start again from them. Queues
+        this consumer does not own are left alone: the broker committed their offsets already."""
+        if not self._started or self.offset_store is None:
+            return
+        async with self._rebalance_lock:
+            owned = set(self.owned_queues())
+            reset = {mq: o for mq, o in offsets.items() if mq in owned and mq.topic == topic}
+            if not reset:
+                return
+            await self._stop_for_reset(sorted(reset))
+            for mq, offset in reset.items():
+                await self.offset_store.update(mq, offset, False)
+                await self.offset_store.persist(mq)
+            await self._start_after_reset(reset)
+        log.info("group %s: offsets of %s reset by a broker to %s", self.group, topic,
+                 {f"{mq.brokerName}/{mq.queueId}": o for mq, o in sorted(reset.items())})
+
+    @abc.abstractmethod
+    async def _stop_for_reset(self, mqs: list[MessageQueue]) -> None:
+        """Stop ``mqs`` and drop what they hold, without persisting their offsets."""
+
+    @abc.abstractmethod
+    async def _start_after_reset(self, offsets: dict[MessageQueue, int]) -> None:
+        """Start the queues stopped by ``_stop_for_reset`` again, at ``offsets``."""
+
     # -- rebalance ------------------------------------------------------------------------------
 
     @abc.abstractmethod

@@ -26,9 +26,12 @@ from typing import Protocol
 
 from rocketlite.client.errors import MQBrokerError, MQClientError
 from rocketlite.common.errors import FormatError, RemotingError
+from rocketlite.protocol.admin_bodies import ResetOffsetBody
+from rocketlite.protocol.admin_headers import ResetOffsetRequestHeader
 from rocketlite.protocol.bodies import (
     ConsumerData,
     HeartbeatData,
+    MessageQueue,
     ProducerData,
     TopicList,
     TopicRouteData,
@@ -105,6 +108,8 @@ class ConsumerPeer(Protocol):
 
     async def persist_offsets(self) -> None: ...
 
+    async def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None: ...
+
 
 class ClientInstance:
     def __init__(self, config: ClientConfig) -> None:
@@ -120,6 +125,7 @@ class ClientInstance:
         self.consumers: dict[str, ConsumerPeer] = {}
         self._ns_index = 0
         self._tasks: list[asyncio.Task[None]] = []
+        self._resets: set[asyncio.Task[None]] = set()
         self._heartbeat_task: asyncio.Task[None] | None = None
         self._rebalance_now = asyncio.Event()
         self._started = False
@@ -141,7 +147,8 @@ class ClientInstance:
 
     async def close(self) -> None:
         """Stop the periodic work, unregister from every broker, close the connections."""
-        tasks, self._tasks = self._tasks, []
+        tasks, self._tasks = [*self._tasks, *self._resets], []
+        self._resets.clear()
         if self._heartbeat_task is not None:
             tasks.append(self._heartbeat_task)
             self._heartbeat_task = None
@@ -417,8 +424,37 @@ class ClientInstance:
                 log.debug("CHECK_TRANSACTION_STATE from %s for group %r, not ours: dropped",
                           conn.peer, group)
             return None
+        if cmd.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
+            self._on_reset_offset(conn, cmd)
+            return None
         return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                             f"request code {cmd.code} is not supported by this client")
+
+    def _on_reset_offset(self, conn: Connection, cmd: RemotingCommand) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET (one-way, from a broker that reset a group's offsets):
+        the consumer of that group, if this client runs one, resumes from the new offsets."""
+        try:
+            h = ResetOffsetRequestHeader.from_ext(cmd.ext_fields)
+            offsets = ResetOffsetBody.from_json(cmd.body or b"{}").offsetTable
+        except FormatError as e:
+            log.warning("malformed RESET_CONSUMER_CLIENT_OFFSET from %s: %s", conn.peer, e)
+            return
+        consumer = self.consumers.get(h.group)
+        if consumer is None:
+            log.debug("RESET_CONSUMER_CLIENT_OFFSET from %s for group %r, not ours: dropped",
+                      conn.peer, h.group)
+            return
+        log.info("broker %s reset the offsets of %s on %s (timestamp %d)", conn.peer, h.group,
+                 h.topic, h.timestamp)
+        task = asyncio.get_running_loop().create_task(
+            consumer.reset_offset(h.topic, offsets), name=f"reset-offset {h.group}")
+        self._resets.add(task)
+        task.add_done_callback(self._reset_done)
+
+    def _reset_done(self, task: asyncio.Task[None]) -> None:
+        self._resets.discard(task)
+        if not task.cancelled() and (e := task.exception()) is not None:
+            log.error("offset reset failed: %s", e, exc_info=e)
 
 
 def _property_group(cmd: RemotingCommand) -> str | None:

@@ -205,6 +205,22 @@ class LitePullConsumer(ConsumerBase):
             await self.offset_store.remove(q.mq)
             log.info("group %s: gave up %s", self.group, q.mq)
 
+    async def _stop_for_reset(self, mqs: list[MessageQueue]) -> None:
+        for mq in mqs:
+            q = self._queues.pop(mq)
+            task = self._stop(q)
+            q.buffer.clear()
+            if task is not None:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    async def _start_after_reset(self, offsets: dict[MessageQueue, int]) -> None:
+        for mq, offset in offsets.items():
+            if mq not in self._queues:
+                q = self._queues[mq] = _Queue(mq, next_offset=offset, consumed=offset,
+                                              committed=offset)
+                self._run(q)
+
     def _set_queues(self, topic: str | None, wanted: list[MessageQueue]) -> list[_Queue]:
         """Own exactly ``wanted`` (of ``topic``, or of all topics): start new queues, stop the others."""
         keep = set(wanted)

@@ -172,7 +172,20 @@ class PushConsumer(ConsumerBase):
             log.info("group %s: now consuming %s from offset %d", self.group, mq, offset)
             self._pull_tasks[mq] = asyncio.create_task(self._pull_loop(mq, pq, offset))
 
-    async def _drop(self, mq: MessageQueue) -> None:
+    async def _stop_for_reset(self, mqs: list[MessageQueue]) -> None:
+        for mq in mqs:
+            await self._drop(mq, persist=False)
+
+    async def _start_after_reset(self, offsets: dict[MessageQueue, int]) -> None:
+        """The rebalance's own path: the queues are new again and start at the stored offset."""
+        for topic in sorted({mq.topic for mq in offsets}):
+            await self._apply_allocation(topic, sorted(
+                {mq for mq in self.queues if mq.topic == topic} | {mq for mq in offsets
+                                                                   if mq.topic == topic}))
+
+    async def _drop(self, mq: MessageQueue, persist: bool = True) -> None:
+        """Stop consuming ``mq``; its offset is written out first unless ``persist`` is False
+        (an offset reset: the old position must not be committed)."""
         pq = self.queues.pop(mq)
         pq.dropped = True
         task = self._pull_tasks.pop(mq, None)
@@ -181,10 +194,11 @@ class PushConsumer(ConsumerBase):
         assert self.offset_store is not None
         if self.orderly and self.clustering:
             async with pq.consume_lock:  # not while a batch of it runs
-                await self.offset_store.persist(mq)
+                if persist:
+                    await self.offset_store.persist(mq)
                 with contextlib.suppress(*_ERRORS):
                     await self._api().unlock(self.group, mq.brokerName, mq.topic, {mq})
-        else:
+        elif persist:
             await self.offset_store.persist(mq)
         await self.offset_store.remove(mq)
         log.info("group %s: gave up %s", self.group, mq)
@@ -430,7 +444,7 @@ class PushConsumer(ConsumerBase):
                     retry_now.append(m)
                 if not retry_now:
                     offset = pq.commit()
-                    if offset >= 0:
+                    if offset >= 0 and not pq.dropped:
                         await self.offset_store.update(mq, offset, False)
                     continue
                 pq.rollback()

@@ -49,6 +49,7 @@ from rocketlite.protocol.bodies import (
     ConsumerData,
     ConsumeType,
     MessageModel,
+    MessageQueue,
     SubscriptionData,
     TopicRouteData,
 )
@@ -226,6 +227,9 @@ class SimpleConsumer:
 
     async def persist_offsets(self) -> None:
         """Nothing to do: the broker moves the group's offsets as it pops."""
+
+    async def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """Nothing to do: the broker pops from the offsets it reset."""
 
     # -- receive --------------------------------------------------------------------------------
 

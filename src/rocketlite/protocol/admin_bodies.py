@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from rocketlite.protocol.bodies import (
     ConsumeFromWhere,
     ConsumeType,
+    DataVersion,
     JsonBody,
     MessageModel,
     MessageQueue,
@@ -32,6 +33,8 @@ __all__ = [
     "ProducerConnection",
     "ResetOffsetBody",
     "ResetOffsetBodyForC",
+    "SubscriptionGroupConfig",
+    "SubscriptionGroupWrapper",
     "TopicOffset",
     "TopicStatsTable",
 ]
@@ -151,3 +154,31 @@ class GroupList(JsonBody):
     """``body/GroupList``, the reply of QUERY_TOPIC_CONSUME_BY_WHO (300)."""
 
     groupList: set[str] = field(default_factory=set)
+
+
+@dataclass(slots=True, kw_only=True)
+class SubscriptionGroupConfig(JsonBody):
+    """``subscription/SubscriptionGroupConfig`` with Java's defaults: the body of
+    UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200) and of GET_SUBSCRIPTIONGROUP_CONFIG's reply (352)."""
+
+    groupName: str
+    consumeEnable: bool = True
+    consumeFromMinEnable: bool = True
+    consumeBroadcastEnable: bool = True
+    consumeMessageOrderly: bool = False
+    retryQueueNums: Int32 = 1
+    retryMaxTimes: Int32 = 16
+    brokerId: Int64 = 0
+    whichBrokerWhenConsumeSlowly: Int64 = 1
+    notifyConsumerIdsChangedEnable: bool = True
+    groupSysFlag: Int32 = 0
+    consumeTimeoutMinute: Int32 = 15
+    attributes: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class SubscriptionGroupWrapper(JsonBody):
+    """``subscriptionGroup.json`` and GET_ALL_SUBSCRIPTIONGROUP_CONFIG's reply (201)."""
+
+    subscriptionGroupTable: dict[str, SubscriptionGroupConfig] = field(default_factory=dict)
+    dataVersion: DataVersion = field(default_factory=DataVersion)

@@ -196,3 +196,24 @@ async def test_a_full_buffer_pulls_again_once_polls_drain_it_to_half(cluster: Cl
         assert len(first) == 5 and q.room.is_set()  # 5 left: half the threshold
         got = await drain(c, 25)
         assert [m.body for m in first + got if m.body not in created] == sent
+
+
+async def test_a_reset_by_the_broker_repositions_a_subscribed_consumer(cluster: Cluster) -> None:
+    """mqadmin resetOffsetByTime while the consumer runs: the broker's RESET_CONSUMER_CLIENT_OFFSET
+    drops what it buffered and it polls again from the reset offsets; its commits then go on from
+    there up to the end of each queue."""
+    from rocketlite.admin import AdminSession, consumer_progress, reset_offset_by_time
+
+    sent = await produce(cluster, "LTR", 20)
+    async with lite(cluster, "LGR") as c:
+        c.subscribe("LTR")
+        assert bodies(await drain(c, 20)) == sorted(sent)
+        await c.commit_sync()
+        async with AdminSession(cluster.ns_addr) as s:
+            reset = await reset_offset_by_time(s, "LGR", "LTR", 0)
+            assert [(r.queue_id, r.offset) for r in reset] == [(q, 0) for q in range(4)]
+            assert bodies(await drain(c, 20)) == sorted(sent)
+            await c.commit_sync()
+            (p,) = await consumer_progress(s, "LGR")
+        assert len(p.queues) == 4 and p.diff_total == 0
+        assert sum(q.consumer_offset for q in p.queues) == 20

@@ -237,3 +237,39 @@ async def test_broadcasting_gives_every_consumer_everything(cluster: Cluster, tm
             await c.shutdown()
     assert all(s.bodies() == sorted(sent) for s in sinks)
     assert all(list((tmp_path / f"o{i}").rglob("offsets.json")) for i in range(2))
+
+
+@pytest.mark.parametrize("mode", ["orderly", "broadcasting"])
+async def test_a_reset_by_the_broker_replays_from_the_reset_offsets(
+        cluster: Cluster, tmp_path: Path, mode: str) -> None:
+    """mqadmin resetOffsetByTime to 0 while the consumer runs (RESET_CONSUMER_CLIENT_OFFSET):
+    an orderly consumer (its queues unlocked and locked again) and a broadcasting one (offsets in
+    its local file) both get everything again, each queue in offset order."""
+    from rocketlite.admin import AdminSession, reset_offset_by_time
+
+    sent = await produce(cluster, "PTR", 40)
+    seen: dict[int, list[int]] = collections.defaultdict(list)
+    sink = Sink()
+
+    def handler(msgs: list[MessageExt]) -> ConsumeStatus:
+        seen[msgs[0].queue_id] += [m.queue_offset for m in msgs]
+        return sink(msgs)
+
+    kw: dict[str, object] = ({"orderly": True} if mode == "orderly" else
+                             {"message_model": MessageModel.BROADCASTING,
+                              "offset_store_dir": tmp_path / "offsets"})
+    c = consumer(cluster, "GR", "PTR", handler, **kw)
+    await c.start()
+    try:
+        await eventually(lambda: len(sink.msgs) >= 40)
+        async with AdminSession(cluster.ns_addr) as s:
+            reset = await reset_offset_by_time(s, "GR", "PTR", 0)
+        assert [r.offset for r in reset] == [0] * 4
+        await eventually(lambda: len(sink.msgs) >= 80)
+        await asyncio.sleep(0.2)
+    finally:
+        await c.shutdown()
+    assert sink.bodies() == sorted(sent + sent)
+    for offsets in seen.values():  # per queue: 0..k, then 0..k again
+        k = len(offsets) // 2
+        assert offsets == list(range(k)) * 2

@@ -35,6 +35,12 @@ def test_milliseconds_pass_through() -> None:
     assert parse_timestamp(" 42 ") == 42
 
 
+def test_now_is_the_current_time() -> None:
+    before = int(time.time() * 1000)
+    got = parse_timestamp(" NOW ")
+    assert before <= got <= int(time.time() * 1000)
+
+
 def test_the_date_form_is_local_time(monkeypatch: pytest.MonkeyPatch, tz: None) -> None:
     utc = calendar.timegm((2026, 11, 27, 12, 0, 0)) * 1000 + 123
     set_tz(monkeypatch, "UTC")

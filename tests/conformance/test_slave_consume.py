@@ -3,33 +3,41 @@ offsets there, and go back to the master when it returns (issue 20, 4.x manual r
 
 A NameServer, a master (brokerId 0, ASYNC_MASTER) and its slave (brokerId 1, SLAVE,
 ``haMasterAddress``), each a ``rocketlite`` process (``tests/failoverhelp.Node`` without a
-controller). For each client, with its own producer and push consumer (clustering, one group):
+controller); the master is stopped with SIGTERM (it unregisters: the route names only the slave
+at once). Each client uses its own producer and push consumer (clustering, one group).
+
+``test_consumer_reads_from_the_slave_while_the_master_is_down``, a consumer started while the
+master is down:
 
 1. batch A is produced and consumed by a first consumer, which commits to the master and stops
    cleanly; batch B is produced while no consumer runs;
 2. the slave holds the master's queues (replication) and the group's offsets (its 10 s sync of
    GET_ALL_CONSUMER_OFFSET): A's ends;
-3. the master stops (SIGTERM: it unregisters, the route names only the slave at once). A second
-   consumer of the group receives B, from the slave (the only broker left), starting at the
-   offsets the slave synced, and commits B's ends to the slave;
+3. the master stops. A second consumer of the group receives B from the slave (the only broker
+   left), starting at the offsets the slave synced, and commits B's ends to the slave;
 4. the master comes back (same ports and store; its offsets are still A's ends): batch C is
    produced to it and received by the same consumer, and the master's offsets reach the queue
    ends: the consumer commits to the master again, from its own offsets, not the master's
    stale ones.
 
-At least once, and the issue asks the consumers to continue from committed offsets: every
-consumer here stops cleanly (its offsets committed) and no broker stops while a consumer has
-messages in flight, so nothing is in flight at any hand-over and no message may be received
-twice; duplicates are counted and printed all the same. Each case prints the time from the
-master's stop to the first message received from the slave (the second consumer's start
-included) and to B's last. The clients' complaints are not judged: both log the stopped master's
-refused connections.
+``test_running_consumer_moves_to_the_slave``: one ali-ons consumer process across the master's
+stop, which has to move its pulls and commits from the master it knew to the slave (its
+docstring says why not the C++ client).
+
+At least once, and the issue asks the consumers to continue from committed offsets, so
+duplicates are bounded by what a consumer had in flight at a hand-over: here nothing (every
+consumer stops cleanly, its offsets committed, and the master stops only while no consumer has
+a message unacknowledged), so no message may be received twice. Each case prints the time from
+the master's stop to the first message received from the slave and to B's last, and the
+duplicates. Of the clients' complaints only those about the slave fail a test: both log the
+stopped master's refused connections.
 """
 
 from __future__ import annotations
 
 import asyncio
 import shutil
+import signal
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -44,13 +52,15 @@ from brokerhelp import ServerProcess, free_port, wait_port
 from failoverhelp import Node, master_addr, wait_master
 from rocketlite.remoting.client import RemotingClient
 
-pytestmark = [pytest.mark.conformance, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.conformance, pytest.mark.timeout(120)]
 
 GROUP = "broker-cs"
 BATCH = 20  # messages of each of A, B and C
 SLAVE_SYNC_S = 10.0  # the slave copies the master's offsets every 10 s (SlaveSynchronize)
 COMMIT_S = 5.0  # both clients commit consumed offsets every 5 s
 CLIENT_ROUTE_POLL_S = 30.0  # both clients' default route refresh (the C++ one is fixed)
+PULL_BATCH = 32  # both clients pull at most 32 messages a request
+BACKLOG = 200  # the running consumer's batch B: 50 a queue, more than one pull takes
 MARGIN_S = 15.0  # two shared cores
 
 
@@ -107,13 +117,13 @@ def world(clients: Clients, tmp_path: Path, pair: Pair) -> Iterator[Conformance]
         w.close()
 
 
-def produce(w: Conformance, kind: str, topic: str, start: int) -> set[str]:
-    """Batch ``start .. start + BATCH`` sent by the client's producer; the keys acknowledged."""
-    args = ["--n", str(BATCH), "--start", str(start)]
+def produce(w: Conformance, kind: str, topic: str, start: int, n: int = BATCH) -> set[str]:
+    """Messages ``start .. start + n`` sent by the client's producer; the keys acknowledged."""
+    args = ["--n", str(n), "--start", str(start)]
     p = (w.ons("produce", topic, w.name("PID_SLAVE"), *args) if kind == "ali-ons"
          else w.cpp("produce", topic, w.name("PID_SLAVE"), *args))
     sent = keys_of(p.finish(60), "sent")
-    assert len(sent) == BATCH, f"{kind} acknowledged {len(sent)} of {BATCH} sends"
+    assert len(sent) == n, f"{kind} acknowledged {len(sent)} of {n} sends"
     return set(sent)
 
 
@@ -128,6 +138,13 @@ def consume(w: Conformance, kind: str, topic: str, group: str) -> ClientProcess:
 
 def received_all(keys: set[str]) -> Callable[[list[Event]], bool]:
     return lambda ev: keys <= set(keys_of(ev, "received"))
+
+
+def about(w: Conformance, addr: str) -> list[str]:
+    """The clients' complaints (``Conformance.client_complaints``) that name ``addr``: those
+    about the stopped master are expected, none about the slave. ali-ons reports its first 30
+    'error' events only."""
+    return [c for c in w.client_complaints() if addr in c]
 
 
 async def wait_offsets(addr: str, group: str, topic: str, want: dict[int, int] | None,
@@ -160,15 +177,9 @@ async def test_consumer_reads_from_the_slave_while_the_master_is_down(
     received_first = keys_of(first.stop(30), "received")
     a_ends = committed(m, group, topic)
     b = produce(world, kind, topic, BATCH)
-    b_ends = queue_ends(m, topic)
 
     # 2. the slave holds B and the group's offsets (A's ends)
-    deadline = time.monotonic() + SLAVE_SYNC_S + MARGIN_S
-    while queue_ends(s, topic) != b_ends or committed(s, group, topic) != a_ends:
-        assert time.monotonic() < deadline, (
-            f"the slave's queue ends {queue_ends(s, topic)} (master {b_ends}) and offsets "
-            f"{committed(s, group, topic)} (master {a_ends}) after {deadline} s")
-        await asyncio.sleep(0.5)
+    b_ends, _ = slave_has(s, m, group, topic)
 
     # 3. the master stops: a new consumer reads B from the slave and commits there
     stopped = time.monotonic()
@@ -193,6 +204,8 @@ async def test_consumer_reads_from_the_slave_while_the_master_is_down(
     received_second = keys_of(second.stop(30), "received")
     assert committed(m, group, topic) == queue_ends(m, topic)
 
+    assert not about(world, s), "the clients complained about the slave:\n" + "\n".join(
+        about(world, s)[:10])
     received = Counter(received_first + received_second)
     unknown = set(received) - a - b - c
     assert not unknown, f"received ids never sent: {sorted(unknown)[:5]}"
@@ -207,3 +220,76 @@ async def test_consumer_reads_from_the_slave_while_the_master_is_down(
                        f"{len(again)} of A received again, e.g. {sorted(again)[:5]}")
     assert not dupes, (f"received twice although nothing was in flight at a hand-over: "
                        f"{sorted(dupes.items())[:5]}")
+
+
+
+def slave_has(s: str, m: str, group: str, topic: str) -> tuple[dict[int, int], dict[int, int]]:
+    """Wait until the slave holds the master's queues (replication) and the group's committed
+    offsets (its 10 s offset sync); both, as the master has them."""
+    ends, offsets = queue_ends(m, topic), committed(m, group, topic)
+    deadline = time.monotonic() + SLAVE_SYNC_S + MARGIN_S
+    while (got := (queue_ends(s, topic), committed(s, group, topic))) != (ends, offsets):
+        assert time.monotonic() < deadline, (
+            f"the slave's queue ends and offsets {got}, the master's {(ends, offsets)}, after "
+            f"{SLAVE_SYNC_S + MARGIN_S} s")
+        time.sleep(0.5)
+    return ends, offsets
+
+
+async def test_running_consumer_moves_to_the_slave(pair: Pair, world: Conformance) -> None:
+    """One ali-ons consumer process across the master's stop. It is paused (SIGSTOP) after
+    batch A, so that batch B waits for it (BACKLOG, more than a pull takes from a queue); the
+    master stops while it is paused. Resumed, it has at most the answer of the one pull per
+    queue it had held at the master (<= PULL_BATCH messages a queue); the rest of B can only
+    come from the slave, which it pulls from once it re-reads the route (every 30 s; a refused
+    connection does not make it drop the master's address), and it commits B's ends there.
+
+    Not the C++ client: on the dead master's refused connection, its 1.2.4 push consumer
+    re-sends each queue's pull at once, without the 3 s pause of a failed pull (observed: about
+    8,000 refused pulls a second for 4 queues, 280 MB of log in 45 s), and its route poll then
+    often fails ('GetTransport of <NameServer> get timed_mutex timeout'), so when it reaches
+    the slave depends on which poll wins the lock (22.9 s in 2 of 3 runs, not within 45 s in
+    the third). A consumer started while the master is down (the test above) has no such
+    address and reads from the slave at once."""
+    kind = "ali-ons"
+    topic, group = world.name("SLAVE_RUN"), world.name("GID_SLAVE_RUN")
+    m, s = pair.master.address, pair.slave.address
+    create_replicated_topic(pair.ns, m, s, topic)
+    consumer = consume(world, kind, topic, group)
+    a = produce(world, kind, topic, 0)
+    consumer.wait_for(received_all(a), 60, f"receipt of batch A ({BATCH})")
+    await wait_offsets(m, group, topic, None, COMMIT_S + MARGIN_S, "A committed to the master")
+    a_ends = committed(m, group, topic)
+    consumer.proc.send_signal(signal.SIGSTOP)
+    b = produce(world, kind, topic, BATCH, BACKLOG)
+    b_ends, _ = slave_has(s, m, group, topic)
+    only_slave = sum(max(0, b_ends[q] - a_ends[q] - PULL_BATCH) for q in b_ends)
+    assert only_slave > 0, f"B's queues {a_ends} -> {b_ends}: every message fits one pull"
+
+    stopped = time.monotonic()
+    pair.master.stop()
+    consumer.proc.send_signal(signal.SIGCONT)
+
+    def from_slave(ev: list[Event]) -> bool:  # past the one pull a queue had at the master
+        return any(e["event"] == "received" and e["key"] in b
+                   and int(e["queueOffset"]) >= a_ends[int(e["queueId"])] + PULL_BATCH
+                   for e in ev)
+
+    consumer.wait_for(from_slave, CLIENT_ROUTE_POLL_S + MARGIN_S, "a message from the slave")
+    first_s = time.monotonic() - stopped
+    consumer.wait_for(received_all(b), CLIENT_ROUTE_POLL_S + MARGIN_S, f"all {BACKLOG} of B")
+    all_b_s = time.monotonic() - stopped
+    await wait_offsets(s, group, topic, b_ends, COMMIT_S + MARGIN_S, "B committed to the slave")
+    committed_s = time.monotonic() - stopped
+    received = Counter(keys_of(consumer.stop(30), "received"))
+    assert committed(s, group, topic) == b_ends, "the consumer's clean stop moved its offsets"
+    assert set(received) == a | b, f"received ids never sent: {sorted(set(received) - a - b)[:5]}"
+    dupes = {k: n for k, n in received.items() if n > 1}
+    assert not about(world, s), "the client complained about the slave:\n" + "\n".join(
+        about(world, s)[:10])
+    print(f"{kind}, running consumer: first message from the slave {first_s:.2f} s after the "
+          f"master's stop, all of B {all_b_s:.2f} s, B's ends committed to the slave "
+          f"{committed_s:.2f} s; {sum(received.values())} received ({only_slave} only the slave "
+          f"could serve), {sum(n - 1 for n in dupes.values())} duplicates")
+    assert not dupes, (f"received twice although nothing was in flight when the master "
+                       f"stopped: {sorted(dupes.items())[:5]}")

@@ -60,9 +60,11 @@ def run_etcd(tmp_path: Path) -> Iterator[str]:
 
 class Node:
     """One broker of a controller-mode group: its conf, ports and process (None while down).
-    ``extra`` adds or overrides broker.conf keys (e.g. ``{"brokerRole": "ASYNC_MASTER"}``)."""
+    ``extra`` adds or overrides broker.conf keys (e.g. ``{"brokerRole": "ASYNC_MASTER"}``).
+    With ``etcd`` None it is a 4.x broker with manual roles (no ``--controller``): ``extra``
+    then names its ``brokerRole`` (and a slave's ``haMasterAddress``), ``broker_id`` its id."""
 
-    def __init__(self, tmp: Path, group: str, broker_id: int, ns: str, etcd: str,
+    def __init__(self, tmp: Path, group: str, broker_id: int, ns: str, etcd: str | None,
                  extra: dict[str, str] | None = None) -> None:
         self.group = group
         self.broker_id = broker_id
@@ -86,8 +88,14 @@ class Node:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def ha_address(self) -> str:
+        """Where a slave replicates from (a 4.x slave's ``haMasterAddress``)."""
+        return f"127.0.0.1:{self.ha_port}"
+
     def start(self) -> None:
-        self.proc = ServerProcess(["broker", "-c", str(self.conf), "--controller", self.etcd],
+        controller = ["--controller", self.etcd] if self.etcd else []
+        self.proc = ServerProcess(["broker", "-c", str(self.conf), *controller],
                                   self.dir / "broker.log")
         self.proc.wait_ready(60)
 

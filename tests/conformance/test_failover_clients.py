@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import remoting_admin
+from cluster_checks import committed_and_ends, create_replicated_topic, keys_of
 from harness import ClientProcess, Clients, Conformance, Event
 
 from brokerhelp import ServerProcess, free_port, wait_port
@@ -46,13 +46,11 @@ from rocketlite.remoting.client import RemotingClient
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(180)]
 
 GROUP = "broker-cf"
-QUEUES = 4
 CLIENT_ROUTE_POLL_S = 30.0  # both clients' default route refresh (the C++ one is fixed)
 RECOVER_S = FAILOVER_LIMIT_S + CLIENT_ROUTE_POLL_S + 10.0  # margin for two shared cores
 SENDS_BEFORE_KILL = 40  # acknowledged and some consumed before the master dies
 SENDS_AFTER_RECOVERY = 40  # acknowledged by the new master before the producer stops
 COMMIT_WAIT_S = 20.0  # both clients commit consumed offsets every 5 s
-GET_ALL_TOPIC_CONFIG, GET_MAX_OFFSET = 21, 30
 NOT_OK_HINT = (
     "If the new master answered SLAVE_NOT_AVAILABLE: after the failover it is alone in its "
     "SyncStateSet (the dead master left it at the election). RocketMQ 5's controller-mode "
@@ -131,40 +129,6 @@ def world(clients: Clients, tmp_path: Path, cluster: Cluster) -> Iterator[Confor
         w.close()
 
 
-def _topic_on(addr: str, topic: str) -> bool:
-    r = remoting_admin.request(addr, GET_ALL_TOPIC_CONFIG, {})
-    assert r.code == remoting_admin.SUCCESS, f"GET_ALL_TOPIC_CONFIG at {addr}: {r.code} {r.remark}"
-    return topic in remoting_admin.loads_lenient(r.body).get("topicConfigTable", {})
-
-
-def create_replicated_topic(c: Cluster, topic: str) -> None:
-    """The topic on the master (as ``mqadmin updateTopic`` creates it) and, by the slave's
-    10 s sync of the master's topic config, on the slave: the new master must route it."""
-    r = remoting_admin.create_topic(c.master.address, topic, QUEUES)
-    assert r.code == remoting_admin.SUCCESS, f"UPDATE_AND_CREATE_TOPIC: {r.code} {r.remark}"
-    remoting_admin.wait_for_route(c.ns, topic)
-    deadline = time.monotonic() + 30
-    while not _topic_on(c.slave.address, topic):
-        assert time.monotonic() < deadline, f"the slave has no config of {topic} after 30 s"
-        time.sleep(0.5)
-
-
-def max_offset(addr: str, topic: str, queue_id: int) -> int:
-    r = remoting_admin.request(addr, GET_MAX_OFFSET, {"topic": topic, "queueId": str(queue_id)})
-    assert r.code == remoting_admin.SUCCESS, f"GET_MAX_OFFSET {topic}:{queue_id}: {r.remark}"
-    return int(r.ext["offset"])
-
-
-def committed_and_ends(addr: str, group: str, topic: str) -> tuple[dict[int, int], dict[int, int]]:
-    """The group's committed offset and the max offset of every queue of ``topic`` at ``addr``."""
-    return ({q: remoting_admin.query_consumer_offset(addr, group, topic, q) for q in range(QUEUES)},
-            {q: max_offset(addr, topic, q) for q in range(QUEUES)})
-
-
-def keys_of(events: list[Event], kind: str) -> list[str]:
-    return [e["key"] for e in events if e["event"] == kind and e.get("key")]
-
-
 def start_clients(w: Conformance, kind: str, topic: str, group: str, pgroup: str
                   ) -> tuple[ClientProcess, ClientProcess]:
     """The push consumer (ready first: the C++ one starts a new group at its last offset), then
@@ -194,7 +158,7 @@ def status_of(e: Event) -> str:
 async def test_producer_and_consumer_survive_a_failover(kind: str, cluster: Cluster,
                                                         world: Conformance) -> None:
     topic, group = world.name("FAILOVER"), world.name("GID_FAILOVER")
-    create_replicated_topic(cluster, topic)
+    create_replicated_topic(cluster.ns, cluster.master.address, cluster.slave.address, topic)
     consumer, producer = start_clients(world, kind, topic, group, world.name("PID_FAILOVER"))
 
     producer.wait_for(lambda ev: len(keys_of(ev, "sent")) >= SENDS_BEFORE_KILL, 60,

@@ -7,6 +7,13 @@ or asking ``acceptStandardJsonOnly``, fastjson's legacy form with bare integer k
 GET_BROKER_CLUSTER_INFO (106), GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206), and the KV config
 (PUT 100, GET 101, DELETE 102, GET_KVLIST_BY_NAMESPACE 219), kept in ``kvConfig.json`` when a
 path is given. Everything runs on the event loop: each handler is a few dict operations.
+
+A broker is dropped from the routes when the connection it last registered or heartbeated on
+closes (Apache's ``BrokerHousekeepingService`` -> ``onChannelDestroy``), ``close_grace_s`` (1 s)
+after the close: a killed broker leaves the routes in about a second instead of the 120 s of
+silence ``scan_inactive`` waits for, while a live broker whose connection merely closed (it
+re-registers at once on a new one, see ``Broker._register_loop``) never leaves them: its new
+registration rebinds it before the grace is over. A clean shutdown unregisters first anyway.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from rocketlite.store.store_files import atomic_write_json, read_json
 log = logging.getLogger(__name__)
 
 SCAN_INTERVAL_S = 5.0
+CLOSE_GRACE_S = 1.0
 STANDARD_JSON_VERSION = 401  # MQVersion V4_9_4: clients from here on get standard JSON routes
 MAX_KV_ENTRIES = 100_000
 
@@ -48,9 +56,13 @@ class NameServer:
         scan_interval_s: float = SCAN_INTERVAL_S,
         auto_create_route: bool = True,
         limits: ConnectionLimits = SERVER_LIMITS,
+        close_grace_s: float = CLOSE_GRACE_S,
     ) -> None:
         self.routes = RouteInfo(auto_create_route)
         self.server = RemotingServer(host, port, name="namesrv", limits=limits)
+        self.server.close_listeners.append(self._connection_closed)
+        self.close_grace_s = close_grace_s
+        self._grace_timers: set[asyncio.TimerHandle] = set()
         self.kv_config_path = kv_config_path
         self.kv: dict[str, dict[str, str]] = {}
         self.scan_interval_s = scan_interval_s
@@ -89,6 +101,22 @@ class NameServer:
                 if task is not None and task.cancelling():
                     raise  # close() itself was cancelled: not the scan task's cancellation
         await self.server.close()
+        for timer in self._grace_timers:
+            timer.cancel()
+        self._grace_timers.clear()
+
+    def _connection_closed(self, conn: Connection) -> None:
+        """A connection closed: the brokers still bound to it when the grace is over leave the
+        routes (none for a client's connection: nothing is bound to it)."""
+        if conn not in self.routes.by_channel:
+            return
+
+        def expire() -> None:
+            self._grace_timers.discard(timer)
+            self.routes.channel_closed(conn)
+
+        timer = asyncio.get_running_loop().call_later(self.close_grace_s, expire)
+        self._grace_timers.add(timer)
 
     async def _scan_loop(self) -> None:
         while True:
@@ -112,6 +140,7 @@ class NameServer:
                 cluster=hdr.clusterName, broker_addr=hdr.brokerAddr, broker_name=hdr.brokerName,
                 broker_id=hdr.brokerId, ha_server_addr=hdr.haServerAddr, topics=topics,
                 now_ms=self.clock(), timeout_ms=hdr.heartbeatTimeoutMillis,
+                channel=conn if conn.is_open else None,
             )
         except ValueError as e:
             return cmd.response(ResponseCode.SYSTEM_ERROR, str(e))
@@ -125,7 +154,7 @@ class NameServer:
 
     def broker_heartbeat(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         hdr = h.BrokerHeartbeatRequestHeader.from_ext(cmd.ext_fields)
-        self.routes.heartbeat(hdr.brokerAddr, self.clock())
+        self.routes.heartbeat(hdr.brokerAddr, self.clock(), conn if conn.is_open else None)
         return cmd.response(ResponseCode.SUCCESS)
 
     # -- clients -----------------------------------------------------------------------------

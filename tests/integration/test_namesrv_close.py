@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import hahelp
-from brokerhelp import ServerProcess, eventually, free_port
+from brokerhelp import ServerProcess, broker_process, eventually, free_port
 from rocketlite.namesrv.route_info import DEFAULT_BROKER_TIMEOUT_MS
 from rocketlite.namesrv.server import CLOSE_GRACE_S, NameServer
 from rocketlite.protocol import headers as h
@@ -72,35 +72,17 @@ async def until(get: Callable[[], Awaitable[object]], expected: object) -> None:
         await asyncio.sleep(0.05)
 
 
-def broker_process(tmp: Path, ns: str, broker_id: int, ha_port: int) -> tuple[ServerProcess, str]:
-    """A broker of GROUP as its own process (4.x manual roles: a slave finds its master's HA
-    address in its registration reply); its address."""
-    port = free_port()
-    root = tmp / f"b{broker_id}"
-    root.mkdir()
-    keys = {
-        "brokerName": GROUP, "brokerId": str(broker_id), "namesrvAddr": ns,
-        "brokerRole": "ASYNC_MASTER" if broker_id == 0 else "SLAVE",
-        "listenPort": str(port), "haListenPort": str(ha_port if broker_id == 0 else free_port()),
-        "storePathRootDir": str(root / "store"), "enableGrpcServer": "false",
-        "mappedFileSizeCommitLog": "1048576",
-    }
-    conf = root / "broker.conf"
-    conf.write_text("".join(f"{k}={v}\n" for k, v in keys.items()))
-    return ServerProcess(["broker", "-c", str(conf)], root / "broker.log"), f"127.0.0.1:{port}"
-
-
 @pytest.mark.parametrize("killed", ["master", "slave"])
 async def test_a_killed_broker_leaves_the_routes_at_once(
     ns: tuple[NameServer, RemotingClient, str], tmp_path: Path, killed: str
 ) -> None:
     _, client, addr = ns
     ha_port = free_port()
-    master, m_addr = broker_process(tmp_path, addr, 0, ha_port)
+    master, m_addr = broker_process(tmp_path, addr, GROUP, 0, ha_port=ha_port)
     slave: ServerProcess | None = None
     try:
         await asyncio.to_thread(master.wait_ready, 60)
-        slave, s_addr = broker_process(tmp_path, addr, 1, ha_port)
+        slave, s_addr = broker_process(tmp_path, addr, GROUP, 1)
         await asyncio.to_thread(slave.wait_ready, 60)
         both = {0: m_addr, 1: s_addr}
         await until(lambda: route_addrs(client, addr), both)

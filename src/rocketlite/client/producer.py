@@ -6,6 +6,9 @@ broker whose sends failed or were slow is avoided for a while (``fault.LatencyFa
 A failed sync send is retried ``retry_times_when_send_failed`` times on another queue within one
 ``send_timeout`` budget; an async send ``retry_times_when_send_async_failed`` times. Sends to an
 explicit queue or through a selector are not moved to another queue.
+A send that fails in transport (cannot connect, connection dropped) asks the instance to
+refresh the topic's route in the background (``ClientInstance.route_failed``), so sends move to
+a new master within about a second of a failover rather than at the next route poll.
 
 A topic the NameServers do not know is sent through the route of ``create_topic_key`` (TBW102)
 with at most ``default_topic_queue_nums`` queues, so a broker with autoCreateTopicEnable creates it.
@@ -247,8 +250,11 @@ class Producer(SendPreparation):
                 result = self._result(reply, p, mq, addr)
             except (MQClientError, MQBrokerError) as e:
                 self._fault(mq.brokerName, started, isolation=True)
-                if isinstance(e, MQBrokerError) and e.code not in RETRY_CODES:
-                    raise
+                if isinstance(e, MQBrokerError):
+                    if e.code not in RETRY_CODES:
+                        raise
+                else:  # the broker is unreachable: a failover may have moved its master
+                    inst.route_failed(p.topic)
                 errors.append(f"{mq.brokerName}: {e}")
                 last_error = e
                 continue
@@ -425,6 +431,8 @@ class Producer(SendPreparation):
                 error = e
         if error is not None:
             self._fault(p.mq.brokerName, p.started, isolation=True)
+            if not isinstance(error, MQBrokerError) and self.instance is not None:
+                self.instance.route_failed(p.topic)
             retryable = not isinstance(error, MQBrokerError) or error.code in RETRY_CODES
             if p.retries > 0 and retryable and not fut.done() and self._started:
                 self._launch(p, p.retries - 1, p.mq.brokerName)

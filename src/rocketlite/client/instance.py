@@ -129,6 +129,7 @@ class ClientInstance:
         self._rebalance_now = asyncio.Event()
         self._started = False
         self._route_lock = asyncio.Lock()
+        self.route_refresh_gap = ROUTE_REFRESH_GAP_S
         self._route_refresh_at: dict[str, float] = {}  # topic -> earliest next failure refresh
         self._route_tasks: set[asyncio.Task[None]] = set()
 
@@ -309,7 +310,7 @@ class ClientInstance:
     def route_failed(self, topic: str) -> None:
         """A request to a broker of ``topic`` failed in transport (cannot connect, connection
         dropped, timed out): refresh the topic's route in the background, unless that was done
-        less than ``ROUTE_REFRESH_GAP_S`` ago. Costs a clock read when rate-limited; never
+        less than ``route_refresh_gap`` (1 s) ago. Costs a clock read when rate-limited; never
         waits."""
         if not self._started:
             return
@@ -319,7 +320,7 @@ class ClientInstance:
             return
         if len(refresh_at) >= MAX_TOPICS:
             refresh_at.clear()
-        refresh_at[topic] = now + ROUTE_REFRESH_GAP_S
+        refresh_at[topic] = now + self.route_refresh_gap
         task = asyncio.get_running_loop().create_task(self._refresh_route(topic),
                                                       name=f"route-{topic}")
         self._route_tasks.add(task)

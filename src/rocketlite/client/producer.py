@@ -8,7 +8,8 @@ A failed sync send is retried ``retry_times_when_send_failed`` times on another 
 explicit queue or through a selector are not moved to another queue.
 A send that fails in transport (cannot connect, connection dropped) asks the instance to
 refresh the topic's route in the background (``ClientInstance.route_failed``), so sends move to
-a new master within about a second of a failover rather than at the next route poll.
+a new master within about a second of a failover rather than at the next route poll; with
+``latency_fault_enable`` a broker name whose master moved is no longer avoided.
 
 A topic the NameServers do not know is sent through the route of ``create_topic_key`` (TBW102)
 with at most ``default_topic_queue_nums`` queues, so a broker with autoCreateTopicEnable creates it.
@@ -39,7 +40,7 @@ from rocketlite.client.errors import MQBrokerError, MQClientError
 from rocketlite.client.fault import LatencyFaultTolerance, select_queue
 from rocketlite.client.instance import ClientConfig, ClientInstance
 from rocketlite.client.message import Message, UniqKeyGenerator, compression_flag
-from rocketlite.client.route import TopicPublishInfo, publish_info
+from rocketlite.client.route import MASTER_ID, TopicPublishInfo, master_address, publish_info
 from rocketlite.client.send_codec import PlainPrep, SendFrame, SendFramePy, UniqKeysPy
 from rocketlite.client.send_prep import SendPreparation
 from rocketlite.client.send_types import (
@@ -163,7 +164,21 @@ class Producer(SendPreparation):
     def on_route(self, topic: str, route: TopicRouteData) -> None:
         info = publish_info(topic, route)
         if info.ok:
+            old = self._infos.get(topic)
             self._infos[topic] = info
+            if self.fault is not None and old is not None:
+                self._forgive_new_masters(old.route, route)
+
+    def _forgive_new_masters(self, old: TopicRouteData, new: TopicRouteData) -> None:
+        """A broker name whose master moved (a failover) is available again: its isolation
+        was earned by the old master, and would keep sends off the new one for up to 600 s."""
+        assert self.fault is not None
+        for bd in new.brokerDatas:
+            addr = bd.brokerAddrs.get(MASTER_ID)
+            if addr is not None and addr != master_address(old, bd.brokerName) \
+                    and bd.brokerName in self.fault:
+                log.info("broker %s has a new master (%s): no longer avoided", bd.brokerName, addr)
+                self.fault.remove(bd.brokerName)
 
     def on_check_transaction(self, addr: str, cmd: RemotingCommand) -> None:
         log.warning("CHECK_TRANSACTION_STATE from %s for group %s, which is not transactional",

@@ -43,10 +43,11 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from brokerhelp import ServerProcess, broker_process, create_topic, free_port, wait_port  # noqa: E402
-from failoverhelp import Node, master_addr, run_etcd, send_ok, wait_master  # noqa: E402
+from failoverhelp import Node, master_addr, run_etcd, send_ok, wait_in_sync, wait_master  # noqa: E402
 from rocketlite.client.instance import ClientInstance  # noqa: E402
 from rocketlite.client.message import Message  # noqa: E402
 from rocketlite.client.producer import Producer  # noqa: E402
+from rocketlite.controller.etcd import EtcdController  # noqa: E402
 from rocketlite.protocol.bodies import ClusterInfo  # noqa: E402
 from rocketlite.protocol.codes import RequestCode  # noqa: E402
 from rocketlite.protocol.command import RemotingCommand  # noqa: E402
@@ -134,16 +135,20 @@ async def replace_rounds(tmp: Path, rounds: int) -> list[tuple[float, float]]:
 async def controller_rounds(tmp: Path, etcd: str, rounds: int) -> list[tuple[float, float]]:
     out: list[tuple[float, float]] = []
     client = RemotingClient()
+    controller = EtcdController(etcd)
     async with namesrv(tmp, etcd) as ns:
         nodes = [Node(tmp, GROUP, 1, ns, etcd), Node(tmp, GROUP, 2, ns, etcd)]
         try:
             nodes[0].start()
             await wait_master(client, ns, GROUP, nodes[0].address, 15)
+            await create_topic(client, nodes[0].address, TOPIC)  # before the slave copies configs
             nodes[1].start()
             master, slave = nodes
             async with Producer("PG-rb", namesrv_addr=ns, send_timeout=5.0) as producer:
                 await send_ok(producer, TOPIC, b"warm-up", 30)
                 for rnd in range(rounds):
+                    # only a replica in the SyncStateSet may be elected
+                    await wait_in_sync(controller, GROUP, {1, 2}, 30)
                     master.kill()
                     killed = time.monotonic()
                     r = await first_ack(producer, client, ns, slave.address, killed)
@@ -154,6 +159,7 @@ async def controller_rounds(tmp: Path, etcd: str, rounds: int) -> list[tuple[flo
                     master, slave = slave, master
         finally:
             await client.close()
+            await controller.close()
             for n in nodes:
                 with contextlib.suppress(Exception):
                     n.close()

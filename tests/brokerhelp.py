@@ -19,7 +19,11 @@ from rocketlite.formats.message_record import MessageRecord, decode_record
 from rocketlite.formats.properties import encode_properties
 from rocketlite.protocol.codes import PullSysFlag, RequestCode
 from rocketlite.protocol.command import RemotingCommand
-from rocketlite.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeader
+from rocketlite.protocol.headers import (
+    CreateTopicRequestHeader,
+    PullMessageRequestHeader,
+    SendMessageRequestHeader,
+)
 from rocketlite.remoting.client import RemotingClient
 
 READY = "rocketlite ready"
@@ -137,6 +141,36 @@ def start_args(store: Path, conf: Path, flush: str | None = None) -> list[str]:
 def broker_addr(args: list[str]) -> str:
     """The broker address of ``start_args``."""
     return f"127.0.0.1:{args[args.index('--broker-port') + 1]}"
+
+
+def broker_process(tmp: Path, ns: str, name: str, broker_id: int = 0, *, ha_port: int = 0,
+                   extra: dict[str, str] | None = None) -> tuple[ServerProcess, str]:
+    """``rocketlite broker`` of group ``name`` as its own process (4.x manual roles: id 0 an
+    ASYNC_MASTER, else a SLAVE, which finds its master's HA address in its registration reply),
+    registering with ``ns``, on free ports (``ha_port``: the master's HA port), its store under
+    ``tmp/<name>-b<id>-<port>``; not waited for (``wait_ready``). Returns it and its address."""
+    port = free_port()
+    root = tmp / f"{name}-b{broker_id}-{port}"
+    root.mkdir()
+    keys = {
+        "brokerName": name, "brokerId": str(broker_id), "namesrvAddr": ns,
+        "brokerRole": "ASYNC_MASTER" if broker_id == 0 else "SLAVE",
+        "listenPort": str(port), "haListenPort": str(ha_port or free_port()),
+        "storePathRootDir": str(root / "store"), "enableGrpcServer": "false",
+        "mappedFileSizeCommitLog": "1048576",
+    } | (extra or {})
+    conf = root / "broker.conf"
+    conf.write_text("".join(f"{k}={v}\n" for k, v in keys.items()))
+    return ServerProcess(["broker", "-c", str(conf)], root / "broker.log"), f"127.0.0.1:{port}"
+
+
+async def create_topic(client: RemotingClient, addr: str, topic: str, queues: int = 4) -> None:
+    """UPDATE_AND_CREATE_TOPIC on the broker at ``addr`` (read-write, ``queues`` each way)."""
+    h = CreateTopicRequestHeader(topic=topic, defaultTopic="TBW102", readQueueNums=queues,
+                                 writeQueueNums=queues, perm=6, topicFilterType="SINGLE_TAG")
+    r = await client.invoke(addr, RemotingCommand.request(
+        RequestCode.UPDATE_AND_CREATE_TOPIC, h.to_ext()), 5.0)
+    assert r.code == 0, r.remark
 
 
 def send_request(topic: str, body: bytes, queue_id: int = -1, *,

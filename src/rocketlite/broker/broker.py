@@ -1,7 +1,9 @@
 """Broker: the composition root of a broker process. It owns the store, the Remoting server, the
 managers (topics, consumer offsets, subscription groups, clients, locks), long polling, and the
-periodic work: registering with every NameServer (every ``registerNameServerPeriod``, and at
-once after a topic change), persisting consumer offsets, expiring silent clients and stale locks.
+periodic work: registering with every NameServer (every ``registerNameServerPeriod``, at
+once after a topic change, and at once when its connection to a NameServer closes: the
+NameServer drops a broker whose registration connection closed unless it registers again on a
+new one within a second), persisting consumer offsets, expiring silent clients and stale locks.
 
 Start: open the store (recovering it if needed) in a worker thread, load the config files, listen,
 register. A master (``brokerRole`` ASYNC_MASTER or SYNC_MASTER) also serves its CommitLog to slaves
@@ -63,6 +65,7 @@ log = logging.getLogger(__name__)
 
 CLIENT_SCAN_INTERVAL_S = 10.0
 RETRY_REGISTER_S = 1.0  # first retry after a failed registration; doubles up to the period
+REREGISTER_GAP_S = 0.5  # at most two registrations a second for closed NameServer connections
 
 
 def now_ms() -> int:
@@ -124,7 +127,8 @@ class Broker:
         self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time)
         self.hold = PullRequestHoldService(config.max_held_pulls)
         self.stats = BrokerStats()
-        self.client = RemotingClient()
+        self.client = RemotingClient(on_close=self._connection_closed)
+        self._reregister_at = 0.0  # loop time of the last registration a closed connection asked
         self.boot_timestamp = now_ms()
         # Where a message is stored instead of its topic (transaction half messages, timers,
         # delay levels): each diverter returns the message to store instead, or None to pass;
@@ -322,6 +326,17 @@ class Broker:
     def _wake_register(self) -> None:
         if self._register_now is not None:
             self._register_now.set()
+
+    def _connection_closed(self, addr: str) -> None:
+        """A connection of ``self.client`` closed: if it was to a NameServer, register again
+        at once (on a new connection) so the NameServer, which drops the brokers of a closed
+        connection after a grace, keeps us; paced, should a NameServer keep closing it."""
+        if not self.running or addr not in self.config.namesrv_addrs:
+            return
+        loop = asyncio.get_running_loop()
+        at = max(loop.time(), self._reregister_at + REREGISTER_GAP_S)
+        self._reregister_at = at
+        loop.call_at(at, self._wake_register)
 
     def _register_body(self) -> RegisterBrokerBody:
         """The topics to register; on a broker that is not read-write, each topic's perm masked

@@ -122,6 +122,16 @@ class BrokerApi:
         cmd = RemotingCommand.request(code, _ext(header), body)
         return addr, await self.instance.invoke(addr, cmd, timeout)
 
+    async def _invoke_routed(self, topic: str, addr: str, cmd: RemotingCommand,
+                             timeout: float | None) -> RemotingCommand:  # noqa: ASYNC109
+        """``instance.invoke``; a transport failure (the broker unreachable) also refreshes
+        ``topic``'s route soon, should a failover have moved the broker's master."""
+        try:
+            return await self.instance.invoke(addr, cmd, timeout)
+        except MQClientError:
+            self.instance.route_failed(topic)
+            raise
+
     # -- pull -----------------------------------------------------------------------------------
 
     async def pull(self, group: str, mq: MessageQueue, offset: int, max_nums: int, *,
@@ -159,8 +169,8 @@ class BrokerApi:
             expressionType=expression_type)
         if timeout is None:
             timeout = self.instance.config.request_timeout + suspend_ms / 1000
-        reply = await inst.invoke(
-            addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, _ext(header)), timeout)
+        reply = await self._invoke_routed(
+            mq.topic, addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, _ext(header)), timeout)
         status = _PULL_STATUS.get(reply.code)  # type: ignore[call-overload]
         if status is None:
             raise MQBrokerError(reply.code, reply.remark, addr)
@@ -192,8 +202,8 @@ class BrokerApi:
             initMode=init_mode, expType=expression_type, exp=expression, order=order,
             attemptId=attempt_id)
         timeout = self.instance.config.request_timeout + poll_ms / 1000
-        reply = await self.instance.invoke(
-            addr, RemotingCommand.request(RequestCode.POP_MESSAGE, _ext(header)), timeout)
+        reply = await self._invoke_routed(
+            topic, addr, RemotingCommand.request(RequestCode.POP_MESSAGE, _ext(header)), timeout)
         if reply.code in _POP_NONE:
             return PopReply([], None, _rest(reply))
         if reply.code != ResponseCode.SUCCESS:

@@ -4,7 +4,11 @@ It owns the Remoting connections, the NameServer list, the topic routes and brok
 the periodic work: routes refreshed every ``poll_name_server_interval`` (30 s), heartbeats to every
 broker every ``heartbeat_interval`` (30 s), consumer rebalance every ``rebalance_interval`` (20 s,
 and at once on NOTIFY_CONSUMER_IDS_CHANGED), consumer offsets persisted every
-``persist_offset_interval`` (5 s). Requests from brokers (NOTIFY_CONSUMER_IDS_CHANGED,
+``persist_offset_interval`` (5 s). A send or pull that fails in transport (the broker cannot be
+connected to, the connection dropped, no answer) also refreshes its topic's route at once, in the
+background and at most once a second per topic (``route_failed``): a failover, a new master
+under the same broker name, is then picked up in about a second instead of at the next poll
+(Java waits for the poll). Requests from brokers (NOTIFY_CONSUMER_IDS_CHANGED,
 CHECK_TRANSACTION_STATE) are routed to the producer or consumer of their group.
 
 Each producer or consumer makes its own instance: the client id is ``ip@instanceName`` and the
@@ -50,6 +54,7 @@ log = logging.getLogger(__name__)
 
 MASTER_ID = 0
 MAX_TOPICS = 10_000
+ROUTE_REFRESH_GAP_S = 1.0  # at most one refresh a second per topic after failed requests
 
 
 @dataclass(slots=True, kw_only=True)
@@ -130,6 +135,9 @@ class ClientInstance:
         self._rebalance_now = asyncio.Event()
         self._started = False
         self._route_lock = asyncio.Lock()
+        self.route_refresh_gap = ROUTE_REFRESH_GAP_S
+        self._route_refresh_at: dict[str, float] = {}  # topic -> earliest next failure refresh
+        self._route_tasks: set[asyncio.Task[None]] = set()
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -147,8 +155,9 @@ class ClientInstance:
 
     async def close(self) -> None:
         """Stop the periodic work, unregister from every broker, close the connections."""
-        tasks, self._tasks = [*self._tasks, *self._resets], []
+        tasks, self._tasks = [*self._tasks, *self._resets, *self._route_tasks], []
         self._resets.clear()
+        self._route_tasks.clear()
         if self._heartbeat_task is not None:
             tasks.append(self._heartbeat_task)
             self._heartbeat_task = None
@@ -303,6 +312,38 @@ class ClientInstance:
             if topic in peer.topics():
                 peer.on_route(topic, route)
         return route
+
+    def route_failed(self, topic: str) -> None:
+        """A request to a broker of ``topic`` failed in transport (cannot connect, connection
+        dropped, timed out): refresh the topic's route in the background, unless that was done
+        less than ``route_refresh_gap`` (1 s) ago. Costs a clock read when rate-limited; never
+        waits."""
+        if not self._started:
+            return
+        now = time.monotonic()
+        refresh_at = self._route_refresh_at
+        if refresh_at.get(topic, 0.0) > now:
+            return
+        if len(refresh_at) >= MAX_TOPICS:
+            refresh_at.clear()
+        refresh_at[topic] = now + self.route_refresh_gap
+        task = asyncio.get_running_loop().create_task(self._refresh_route(topic),
+                                                      name=f"route-{topic}")
+        self._route_tasks.add(task)
+        task.add_done_callback(self._route_tasks.discard)
+
+    async def _refresh_route(self, topic: str) -> None:
+        try:
+            route = await self.update_route(topic)
+        except (MQClientError, MQBrokerError, RemotingError, FormatError) as e:
+            log.warning("route of %s after a failed request: %s", topic, e)
+            return
+        except Exception:
+            log.exception("refreshing the route of %s after a failed request failed", topic)
+            return
+        if route is not None:
+            log.debug("route of %s refreshed after a failed request: %s", topic,
+                      {bd.brokerName: bd.brokerAddrs for bd in route.brokerDatas})
 
     def learn_brokers(self, route: TopicRouteData) -> None:
         """Record the route's broker addresses; a broker not told about our groups yet gets a

@@ -6,6 +6,10 @@ broker whose sends failed or were slow is avoided for a while (``fault.LatencyFa
 A failed sync send is retried ``retry_times_when_send_failed`` times on another queue within one
 ``send_timeout`` budget; an async send ``retry_times_when_send_async_failed`` times. Sends to an
 explicit queue or through a selector are not moved to another queue.
+A send that fails in transport (cannot connect, connection dropped) asks the instance to
+refresh the topic's route in the background (``ClientInstance.route_failed``), so sends move to
+a new master within about a second of a failover rather than at the next route poll; with
+``latency_fault_enable`` a broker name whose master moved is no longer avoided.
 
 A topic the NameServers do not know is sent through the route of ``create_topic_key`` (TBW102)
 with at most ``default_topic_queue_nums`` queues, so a broker with autoCreateTopicEnable creates it.
@@ -36,7 +40,7 @@ from rocketlite.client.errors import MQBrokerError, MQClientError
 from rocketlite.client.fault import LatencyFaultTolerance, select_queue
 from rocketlite.client.instance import ClientConfig, ClientInstance
 from rocketlite.client.message import Message, UniqKeyGenerator, compression_flag
-from rocketlite.client.route import TopicPublishInfo, publish_info
+from rocketlite.client.route import MASTER_ID, TopicPublishInfo, master_address, publish_info
 from rocketlite.client.send_codec import PlainPrep, SendFrame, SendFramePy, UniqKeysPy
 from rocketlite.client.send_prep import SendPreparation
 from rocketlite.client.send_types import (
@@ -160,7 +164,21 @@ class Producer(SendPreparation):
     def on_route(self, topic: str, route: TopicRouteData) -> None:
         info = publish_info(topic, route)
         if info.ok:
+            old = self._infos.get(topic)
             self._infos[topic] = info
+            if self.fault is not None and old is not None:
+                self._forgive_new_masters(old.route, route)
+
+    def _forgive_new_masters(self, old: TopicRouteData, new: TopicRouteData) -> None:
+        """A broker name whose master moved (a failover) is available again: its isolation
+        was earned by the old master, and would keep sends off the new one for up to 600 s."""
+        assert self.fault is not None
+        for bd in new.brokerDatas:
+            addr = bd.brokerAddrs.get(MASTER_ID)
+            if addr is not None and addr != master_address(old, bd.brokerName) \
+                    and bd.brokerName in self.fault:
+                log.info("broker %s has a new master (%s): no longer avoided", bd.brokerName, addr)
+                self.fault.remove(bd.brokerName)
 
     def on_check_transaction(self, addr: str, cmd: RemotingCommand) -> None:
         log.warning("CHECK_TRANSACTION_STATE from %s for group %s, which is not transactional",
@@ -247,8 +265,11 @@ class Producer(SendPreparation):
                 result = self._result(reply, p, mq, addr)
             except (MQClientError, MQBrokerError) as e:
                 self._fault(mq.brokerName, started, isolation=True)
-                if isinstance(e, MQBrokerError) and e.code not in RETRY_CODES:
-                    raise
+                if isinstance(e, MQBrokerError):
+                    if e.code not in RETRY_CODES:
+                        raise
+                else:  # the broker is unreachable: a failover may have moved its master
+                    inst.route_failed(p.topic)
                 errors.append(f"{mq.brokerName}: {e}")
                 last_error = e
                 continue
@@ -425,6 +446,8 @@ class Producer(SendPreparation):
                 error = e
         if error is not None:
             self._fault(p.mq.brokerName, p.started, isolation=True)
+            if not isinstance(error, MQBrokerError) and self.instance is not None:
+                self.instance.route_failed(p.topic)
             retryable = not isinstance(error, MQBrokerError) or error.code in RETRY_CODES
             if p.retries > 0 and retryable and not fut.done() and self._started:
                 self._launch(p, p.retries - 1, p.mq.brokerName)

@@ -3,11 +3,19 @@
 * clusters -> broker names; broker name -> ``BrokerData`` (cluster, ``{brokerId: address}``);
 * topic -> broker name -> ``QueueData`` (queue counts and permission), taken from the topic
   configs a *master* (broker id 0) registers, refreshed when its data version changes;
-* broker address -> liveness (last registration or heartbeat, its own timeout).
+* broker address -> liveness (last registration or heartbeat, its own timeout, and the
+  channel, i.e. the connection, the last of them came on).
 
 A broker silent for longer than its timeout (120 s by default) is removed by ``scan_inactive``
 along with every queue it served; topics left without queues disappear. The NameServer runs the
 scan every 5 s. NameServers never talk to each other: each broker registers with every one.
+
+A broker is also removed when the channel it last registered or heartbeated on closes
+(``channel_closed``, Apache's ``RouteInfoManager.onChannelDestroy`` from
+``BrokerHousekeepingService``), as an unregister would: a SIGKILLed master leaves the routes as
+soon as the kernel closes its socket, not 120 s later, and consumers turn to its slave. A broker
+that has meanwhile registered on another channel is bound to that one and stays. The channel is
+any hashable object (the server passes its ``Connection``): this module does no I/O.
 
 rocketlite extension: when a topic is unknown but some broker serves the auto-create template
 topic TBW102 (``autoCreateTopicEnable`` on the broker), ``pick_route`` answers with the TBW102
@@ -56,6 +64,7 @@ class BrokerLive:
     cluster: str
     broker_name: str
     broker_id: int
+    channel: object | None = None
 
 
 class RouteInfo:
@@ -65,6 +74,7 @@ class RouteInfo:
         self.brokers: dict[str, BrokerData] = {}
         self.clusters: dict[str, set[str]] = {}
         self.live: dict[str, BrokerLive] = {}
+        self.by_channel: dict[object, set[str]] = {}  # channel -> addresses bound to it
 
     # -- registration ------------------------------------------------------------------------
 
@@ -79,9 +89,11 @@ class RouteInfo:
         topics: TopicConfigSerializeWrapper | None,
         now_ms: int,
         timeout_ms: int | None = None,
+        channel: object | None = None,
     ) -> tuple[str | None, str | None]:
         """Record a broker and, for a master with new data, its topics; return the master's
-        address and HA address (what a slave needs), or None where unknown."""
+        address and HA address (what a slave needs), or None where unknown. ``channel``: the
+        connection the registration came on (its closing removes the broker)."""
         if broker_name not in self.brokers and len(self.brokers) >= MAX_BROKERS:
             raise ValueError(f"the NameServer already knows {MAX_BROKERS} brokers")
         self.clusters.setdefault(cluster, set()).add(broker_name)
@@ -100,10 +112,11 @@ class RouteInfo:
         changed = first or prev is None or _version_key(prev.data_version) != _version_key(version)
         if broker_id == MASTER_ID and topics is not None and changed:
             self._update_topics(broker_name, topics)
-        self.live[broker_addr] = BrokerLive(
+        live = self.live[broker_addr] = BrokerLive(
             now_ms, timeout_ms or DEFAULT_BROKER_TIMEOUT_MS, version, ha_server_addr, cluster,
-            broker_name, broker_id,
+            broker_name, broker_id, prev.channel if prev is not None else None,
         )
+        self._bind(broker_addr, live, channel)
         if first:
             log.info("broker registered: %s %s id %d at %s", cluster, broker_name, broker_id,
                      broker_addr)
@@ -153,15 +166,40 @@ class RouteInfo:
             self._drop_queue(topic, broker_name)
         return bool(names)
 
-    def heartbeat(self, broker_addr: str, now_ms: int) -> bool:
+    def heartbeat(self, broker_addr: str, now_ms: int, channel: object | None = None) -> bool:
         live = self.live.get(broker_addr)
         if live is None:
             return False
         live.last_update_ms = now_ms
+        self._bind(broker_addr, live, channel)
         return True
 
+    def _bind(self, broker_addr: str, live: BrokerLive, channel: object | None) -> None:
+        """Tie ``broker_addr`` to ``channel`` (None: keep the channel it has)."""
+        if channel is None or channel is live.channel:
+            return
+        self._unbind(broker_addr, live)
+        live.channel = channel
+        self.by_channel.setdefault(channel, set()).add(broker_addr)
+
+    def _unbind(self, broker_addr: str, live: BrokerLive) -> None:
+        if live.channel is None:
+            return
+        addrs = self.by_channel.get(live.channel)
+        if addrs is not None:
+            addrs.discard(broker_addr)
+            if not addrs:
+                del self.by_channel[live.channel]
+        live.channel = None
+
+    def _forget(self, broker_addr: str) -> BrokerLive | None:
+        live = self.live.pop(broker_addr, None)
+        if live is not None:
+            self._unbind(broker_addr, live)
+        return live
+
     def unregister_broker(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int) -> None:
-        self.live.pop(broker_addr, None)
+        self._forget(broker_addr)
         self._remove_address(broker_name, broker_addr, cluster)
         log.info("broker unregistered: %s %s id %d at %s", cluster, broker_name, broker_id,
                  broker_addr)
@@ -191,11 +229,27 @@ class RouteInfo:
         expired = [addr for addr, live in self.live.items()
                    if live.last_update_ms + live.timeout_ms < now_ms]
         for addr in expired:
-            live = self.live.pop(addr)
+            live = self._forget(addr)
+            assert live is not None
             log.warning("broker %s (%s) silent for %d ms: removed", addr, live.broker_name,
                         now_ms - live.last_update_ms)
             self._remove_address(live.broker_name, addr, live.cluster)
         return expired
+
+    def channel_closed(self, channel: object) -> list[str]:
+        """Remove the brokers whose last registration or heartbeat came on ``channel``, now
+        closed (``onChannelDestroy``); the addresses removed. Brokers that registered on another
+        channel since are not touched."""
+        addrs = sorted(self.by_channel.pop(channel, ()))
+        for addr in addrs:
+            live = self.live.pop(addr, None)
+            if live is None:
+                continue
+            live.channel = None
+            log.warning("broker %s (%s id %d): the connection it registered on closed: removed",
+                        addr, live.broker_name, live.broker_id)
+            self._remove_address(live.broker_name, addr, live.cluster)
+        return addrs
 
     # -- queries -----------------------------------------------------------------------------
 

@@ -9,6 +9,13 @@ DELETE_TOPIC_IN_NAMESRV (216: the topic's routes, of one cluster if ``clusterNam
 always SUCCESS, as Java), and the KV config
 (PUT 100, GET 101, DELETE 102, GET_KVLIST_BY_NAMESPACE 219), kept in ``kvConfig.json`` when a
 path is given. Everything runs on the event loop: each handler is a few dict operations.
+
+A broker is dropped from the routes when the connection it last registered or heartbeated on
+closes (Apache's ``BrokerHousekeepingService`` -> ``onChannelDestroy``), ``close_grace_s`` (1 s)
+after the close: a killed broker leaves the routes in about a second instead of the 120 s of
+silence ``scan_inactive`` waits for, while a live broker whose connection merely closed (it
+re-registers at once on a new one, see ``Broker._register_loop``) never leaves them: its new
+registration rebinds it before the grace is over. A clean shutdown unregisters first anyway.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from rocketlite.store.store_files import atomic_write_json, read_json
 log = logging.getLogger(__name__)
 
 SCAN_INTERVAL_S = 5.0
+CLOSE_GRACE_S = 1.0
 STANDARD_JSON_VERSION = 401  # MQVersion V4_9_4: clients from here on get standard JSON routes
 MAX_KV_ENTRIES = 100_000
 
@@ -51,9 +59,13 @@ class NameServer:
         scan_interval_s: float = SCAN_INTERVAL_S,
         auto_create_route: bool = True,
         limits: ConnectionLimits = SERVER_LIMITS,
+        close_grace_s: float = CLOSE_GRACE_S,
     ) -> None:
         self.routes = RouteInfo(auto_create_route)
         self.server = RemotingServer(host, port, name="namesrv", limits=limits)
+        self.server.close_listeners.append(self._connection_closed)
+        self.close_grace_s = close_grace_s
+        self._grace_timers: set[asyncio.TimerHandle] = set()
         self.kv_config_path = kv_config_path
         self.kv: dict[str, dict[str, str]] = {}
         self.scan_interval_s = scan_interval_s
@@ -93,6 +105,22 @@ class NameServer:
                 if task is not None and task.cancelling():
                     raise  # close() itself was cancelled: not the scan task's cancellation
         await self.server.close()
+        for timer in self._grace_timers:
+            timer.cancel()
+        self._grace_timers.clear()
+
+    def _connection_closed(self, conn: Connection) -> None:
+        """A connection closed: the brokers still bound to it when the grace is over leave the
+        routes (none for a client's connection: nothing is bound to it)."""
+        if conn not in self.routes.by_channel:
+            return
+
+        def expire() -> None:
+            self._grace_timers.discard(timer)
+            self.routes.channel_closed(conn)
+
+        timer = asyncio.get_running_loop().call_later(self.close_grace_s, expire)
+        self._grace_timers.add(timer)
 
     async def _scan_loop(self) -> None:
         while True:
@@ -116,6 +144,7 @@ class NameServer:
                 cluster=hdr.clusterName, broker_addr=hdr.brokerAddr, broker_name=hdr.brokerName,
                 broker_id=hdr.brokerId, ha_server_addr=hdr.haServerAddr, topics=topics,
                 now_ms=self.clock(), timeout_ms=hdr.heartbeatTimeoutMillis,
+                channel=conn if conn.is_open else None,
             )
         except ValueError as e:
             return cmd.response(ResponseCode.SYSTEM_ERROR, str(e))
@@ -129,7 +158,7 @@ class NameServer:
 
     def broker_heartbeat(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         hdr = h.BrokerHeartbeatRequestHeader.from_ext(cmd.ext_fields)
-        self.routes.heartbeat(hdr.brokerAddr, self.clock())
+        self.routes.heartbeat(hdr.brokerAddr, self.clock(), conn if conn.is_open else None)
         return cmd.response(ResponseCode.SUCCESS)
 
     # -- clients -----------------------------------------------------------------------------

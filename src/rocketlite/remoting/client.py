@@ -1,11 +1,14 @@
 """RemotingClient: connections by address ("host:port"), opened on first use and reused, with a
 connect timeout; requests with timeouts; oneway sends. Broker-initiated requests (e.g.
-NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE) go to the optional handler."""
+NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE) go to the optional handler; ``on_close``
+hears the address of each connection that closes (however it closed: by the peer, by ``drop``,
+by ``close``), e.g. for a broker to register again at once on a new one."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from rocketlite.common.errors import RemotingError
 from rocketlite.protocol.command import RemotingCommand
@@ -29,8 +32,10 @@ class RemotingClient:
         *,
         connect_timeout: float = 3.0,
         max_frame: int = DEFAULT_MAX_FRAME,
+        on_close: Callable[[str], None] | None = None,
     ) -> None:
         self.handler = handler
+        self.on_close = on_close
         self.connect_timeout = connect_timeout
         # The client keeps reading whatever it writes (the replies it reads are what unblock a
         # broker that stopped reading it); it never closes a connection for being idle.
@@ -60,7 +65,8 @@ class RemotingClient:
             try:
                 async with asyncio.timeout(self.connect_timeout):
                     _, new = await loop.create_connection(
-                        lambda: Connection(self.handler, limits=self.limits), host, port
+                        lambda: Connection(self.handler, limits=self.limits,
+                                           on_close=self._closed_listener(addr)), host, port
                     )
             except TimeoutError as e:
                 raise RemotingError(f"cannot connect to {addr} within {self.connect_timeout} s") from e
@@ -68,6 +74,19 @@ class RemotingClient:
                 raise RemotingError(f"cannot connect to {addr}: {e}") from e
             self._conns[addr] = new
             return new
+
+    def _closed_listener(self, addr: str) -> Callable[[Connection], None] | None:
+        on_close = self.on_close
+        if on_close is None:
+            return None
+
+        def closed(conn: Connection) -> None:
+            try:
+                on_close(addr)
+            except Exception:
+                log.exception("the close listener of the connection to %s failed", addr)
+
+        return closed
 
     async def invoke(
         self, addr: str, cmd: RemotingCommand, timeout: float = 3.0  # noqa: ASYNC109 - Remoting API

@@ -1,0 +1,141 @@
+"""Three replicas of one group on one host (issue 20): the master tells its slaves' HA
+connections apart by the local address each publishes in its replica record, so a stalled
+slave leaves the SyncStateSet while the other stays, and on the master's death only the
+caught-up slave may be elected.
+
+A real etcd, a NameServer running the election watcher and three brokers started with
+``rocketlite broker -c conf --controller etcd://...``, all on 127.0.0.1, SYNC_MASTER,
+``haMaxGapNotInSync`` 64 KiB. Broker 1 is elected first; brokers 2 and 3 follow it. Broker 2 is
+paused (SIGSTOP; its lease TTL is long enough that it stays a live replica meanwhile) and 2 MiB
+of SEND_OK sends go on (broker 3 acks them): broker 2 leaves the set, broker 3 stays. With the
+host rule the master used before, broker 3's connection put both in the set. Broker 1 is then
+SIGKILLed and broker 2 resumed: broker 3 is elected within the failover limit (broker 2, alive,
+a lower brokerId and holding maybe every byte its socket buffers took, is no candidate), every
+acknowledged message is read back from it, and broker 2 follows it and rejoins the set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from brokerhelp import ServerProcess, free_port, pull_queue, wait_port
+from failoverhelp import (
+    FAILOVER_LIMIT_S,
+    Node,
+    read_back,
+    send_ok,
+    wait_in_sync,
+    wait_master,
+)
+from rocketlite.client.instance import ClientConfig
+from rocketlite.client.message import Message
+from rocketlite.client.producer import Producer
+from rocketlite.client.send_types import SendStatus
+from rocketlite.controller.etcd import EtcdController
+from rocketlite.controller.state import GroupView
+from rocketlite.remoting.client import RemotingClient
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+GROUP = "broker-3r"
+TOPIC = "ThreeReplicas"
+MAX_GAP = 64 * 1024
+BODY = 32 * 1024
+PAUSED_SENDS = 64  # 2 MiB, 32 times the gap
+
+
+async def group(etcd: EtcdController) -> GroupView:
+    return await etcd.get_group("DefaultCluster", GROUP)
+
+
+async def readable(client: RemotingClient, addr: str, body: bytes, within: float) -> None:
+    """Wait until a pull from ``addr`` returns ``body`` (a slave serves pulls)."""
+    deadline = time.monotonic() + within
+    while True:
+        for q in range(8):
+            if any(m.body == body for m in await pull_queue(client, addr, TOPIC, q)):
+                return
+        assert time.monotonic() < deadline, f"{body!r} not readable from {addr}"
+        await asyncio.sleep(0.5)
+
+
+async def test_a_stalled_slave_leaves_the_set_and_is_never_elected(tmp_path: Path,
+                                                                   etcd_url: str) -> None:
+    ns_port = free_port()
+    ns = f"127.0.0.1:{ns_port}"
+    namesrv = ServerProcess(["namesrv", "--port", str(ns_port), "--controller", etcd_url],
+                            tmp_path / "namesrv.log")
+    gap = {"haMaxGapNotInSync": str(MAX_GAP)}
+    master = Node(tmp_path, GROUP, 1, ns, etcd_url, gap)
+    # the slave to pause keeps its lease through the pause: a live replica out of the set
+    stalled = Node(tmp_path, GROUP, 2, ns, etcd_url, gap | {"controllerLeaseTtl": "30"})
+    caught_up = Node(tmp_path, GROUP, 3, ns, etcd_url, gap)
+    nodes = [master, stalled, caught_up]
+    client = RemotingClient()
+    etcd = EtcdController(etcd_url)
+    producer = Producer("ThreeReplicasPG", config=ClientConfig(namesrv_addr=ns,
+                                                                poll_name_server_interval=0.5),
+                        send_timeout=5.0, compress_over=1 << 30)  # BODY bytes stored
+    try:
+        namesrv.wait_ready(30)
+        wait_port(ns_port)
+        master.start()
+        await wait_master(client, ns, GROUP, master.address, 15)
+        stalled.start()
+        caught_up.start()
+        await producer.start()
+        acked: set[bytes] = set()
+        await send_ok(producer, TOPIC, b"warm-up", 30)
+        acked.add(b"warm-up")
+        await wait_in_sync(etcd, GROUP, {1, 2, 3}, 15)
+        # the slaves copy the topic's config from the master every 10 s: until broker 3 has it,
+        # as master it would refuse pulls of the topic (TOPIC_NOT_EXIST)
+        await readable(client, caught_up.address, b"warm-up", 30)
+        view = await group(etcd)
+        clients = {b: view.replicas[b].ha_client_addr for b in (2, 3)}
+        assert all(c and c.startswith("127.0.0.1:") for c in clients.values()), clients
+        assert clients[2] != clients[3]
+
+        with stalled.paused():
+            for i in range(PAUSED_SENDS):
+                body = b"%06d" % i + b"x" * (BODY - 6)
+                r = await producer.send(Message(TOPIC, body))
+                assert r.status is SendStatus.SEND_OK, r.status  # broker 3 acked it
+                acked.add(body)
+            await wait_in_sync(etcd, GROUP, {1, 3}, 10)
+            view = await group(etcd)
+            assert 2 in view.replicas, "the paused slave's lease lapsed: the test proves nothing"
+            # broker 3 published the offset it reached; the paused broker 2 could not
+            deadline = time.monotonic() + 10
+            while view.replicas[3].max_offset - view.replicas[2].max_offset <= MAX_GAP:
+                assert time.monotonic() < deadline, view.replicas
+                await asyncio.sleep(0.2)
+                view = await group(etcd)
+            assert view.replicas[3].epoch == view.replicas[2].epoch == view.state.master_epoch
+            killed = time.monotonic()
+            master.kill()
+        # broker 2 runs again (and publishes what it holds) while the election is pending
+
+        await wait_master(client, ns, GROUP, caught_up.address, FAILOVER_LIMIT_S)
+        print(f"broker 3 master in the route {time.monotonic() - killed:.2f} s after SIGKILL")
+        view = await group(etcd)
+        assert view.state.master_id == 3, view.state
+        assert 2 in view.replicas  # alive throughout, never a candidate
+        await read_back(client, caught_up.address, TOPIC, acked)
+
+        # broker 2 follows the new master, catches up and joins its set again
+        await wait_in_sync(etcd, GROUP, {2, 3}, 20)
+        await send_ok(producer, TOPIC, b"after", 30)
+        assert (await group(etcd)).state.master_id == 3
+        assert "follows master 3" in stalled.log()
+    finally:
+        await producer.shutdown()
+        await client.close()
+        await etcd.close()
+        for n in nodes:
+            n.close()
+        namesrv.stop()

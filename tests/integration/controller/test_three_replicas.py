@@ -36,7 +36,7 @@ from rocketlite.client.message import Message
 from rocketlite.client.producer import Producer
 from rocketlite.client.send_types import SendStatus
 from rocketlite.controller.etcd import EtcdController
-from rocketlite.controller.state import GroupView
+from rocketlite.controller.state import GroupView, Replica
 from rocketlite.remoting.client import RemotingClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -139,3 +139,35 @@ async def test_a_stalled_slave_leaves_the_set_and_is_never_elected(tmp_path: Pat
         for n in nodes:
             n.close()
         namesrv.stop()
+
+
+async def test_elections_take_the_published_offsets_of_live_set_members(etcd_url: str) -> None:
+    """At the etcd level: records rewritten under their lease carry (epoch, max offset); a new
+    master is the live SyncStateSet member with the highest of them, never a replica outside
+    the set however far it is; a record cannot be rewritten once its lease is gone."""
+    c = "DefaultCluster"
+
+    def rec(bid: int) -> Replica:
+        return Replica(bid, f"127.0.0.1:{10911 + 10 * bid}", f"127.0.0.1:{10912 + 10 * bid}", "")
+
+    async with EtcdController(etcd_url) as ctl:
+        regs = {b: await ctl.register_replica(c, GROUP, rec(b), ttl=10) for b in (1, 2, 3, 4)}
+        try:
+            first = await ctl.elect_master(c, GROUP)
+            assert first is not None and first.master_id == 1  # nothing published: lowest id
+            await ctl.alter_sync_state_set(c, GROUP, 1, first.master_epoch, {1, 2, 3})
+            # 2 and 3 in the set, 3 further; 4 outside the set, furthest of all
+            for b, offset in ((2, 5_000), (3, 9_000), (4, 10**9)):
+                assert await regs[b].update(rec(b).published(f"127.0.0.1:4000{b}", offset, 1))
+            view = await ctl.get_group(c, GROUP)
+            assert view.replicas[3] == rec(3).published("127.0.0.1:40003", 9_000, 1)
+            await regs[1].close()  # the master goes
+            second = await ctl.elect_master(c, GROUP)
+            assert second is not None and second.master_id == 3
+            # a record whose lease is gone cannot be rewritten (nor recreated)
+            await regs[4].close()
+            assert not await regs[4].update(rec(4).published("", 1, 1))
+            assert 4 not in (await ctl.get_group(c, GROUP)).replicas
+        finally:
+            for r in regs.values():
+                await r.close()

@@ -213,7 +213,8 @@ class RoleController:
         self._publish_task = asyncio.create_task(self._publish_loop(), name="controller-publish")
 
     async def close(self) -> None:
-        """Stop following; revoke the lease so a new master is elected at once."""
+        """Stop following; a master stops taking appends, then the lease is revoked so a new
+        master is elected at once."""
         for task in (self._task, self._publish_task):
             if task is not None:
                 task.cancel()
@@ -221,6 +222,11 @@ class RoleController:
                     await task
         self._task = self._publish_task = None
         await self._stop_slave_sync()
+        if self.is_master:
+            # No append once the lease is revoked: another replica is elected at once, and a
+            # send acknowledged here by a slave still connected would be cut from that slave
+            # when it follows the new master.
+            self.broker.store.set_slave(True)
         if self.registration is not None:
             await self.registration.close()
             self.registration = None

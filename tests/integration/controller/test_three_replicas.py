@@ -36,7 +36,7 @@ from rocketlite.client.message import Message
 from rocketlite.client.producer import Producer
 from rocketlite.client.send_types import SendStatus
 from rocketlite.controller.etcd import EtcdController
-from rocketlite.controller.state import GroupView, Replica
+from rocketlite.controller.state import GroupView, Replica, replica_key
 from rocketlite.remoting.client import RemotingClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -50,6 +50,15 @@ PAUSED_SENDS = 64  # 2 MiB, 32 times the gap
 
 async def group(etcd: EtcdController) -> GroupView:
     return await etcd.get_group("DefaultCluster", GROUP)
+
+
+async def record_versions(etcd: EtcdController) -> dict[int, int]:
+    """brokerId → its replica key's etcd version (1 + the rewrites of its record)."""
+    out = {}
+    for b in (1, 2, 3):
+        kv = await etcd.client.get(replica_key("DefaultCluster", GROUP, b).encode())
+        out[b] = kv.version if kv is not None else 0
+    return out
 
 
 async def readable(client: RemotingClient, addr: str, body: bytes, within: float) -> None:
@@ -101,6 +110,7 @@ async def test_a_stalled_slave_leaves_the_set_and_is_never_elected(tmp_path: Pat
         assert clients[2] != clients[3]
 
         with stalled.paused():
+            before, started = await record_versions(etcd), time.monotonic()
             for i in range(PAUSED_SENDS):
                 body = b"%06d" % i + b"x" * (BODY - 6)
                 r = await producer.send(Message(TOPIC, body))
@@ -116,6 +126,9 @@ async def test_a_stalled_slave_leaves_the_set_and_is_never_elected(tmp_path: Pat
                 await asyncio.sleep(0.2)
                 view = await group(etcd)
             assert view.replicas[3].epoch == view.replicas[2].epoch == view.state.master_epoch
+            took, after = time.monotonic() - started, await record_versions(etcd)
+            print(f"record rewrites in the {took:.2f} s since the pause: "
+                  f"{ {b: after[b] - before[b] for b in after} }")
             killed = time.monotonic()
             master.kill()
         # broker 2 runs again (and publishes what it holds) while the election is pending

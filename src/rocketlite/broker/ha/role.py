@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rocketlite.broker.ha.client import HAClient
-from rocketlite.broker.ha.server import HAServer, MasterStatus
+from rocketlite.broker.ha.server import HAServer, MasterStatus, SlaveStatus
 from rocketlite.formats.epoch_file import NO_END, EpochEntry, with_ends
 from rocketlite.store.epoch_file import EpochFile
 
@@ -87,32 +87,39 @@ def decide(view: GroupView, my_id: int) -> Target:
     return Target(False, st.master_epoch, leader, st.epochs)
 
 
-def acked_by_replica(status: MasterStatus, replicas: dict[int, Replica],
-                     master_id: int) -> dict[int, int]:
-    """brokerId → the acked offset of the HA connection that is that replica's (-1 before its
-    first report), for each other live replica with one. A connection is a replica's when its
-    peer address is the ``ha_client_addr`` the replica published (exact, whatever the host);
-    a replica whose record has no such field (a broker that does not publish it) takes, by
-    host, the best of the connections no replica claims; one that published "" (not
-    connected) or an address no connection has, none."""
-    by_peer = {s.address: s.acked_offset for s in status.slaves}
+def connections(status: MasterStatus, replicas: dict[int, Replica],
+                master_id: int) -> dict[int, list[SlaveStatus]]:
+    """brokerId → the HA connections that are that replica's, for each other live replica with
+    one. A connection is a replica's when its peer address is the ``ha_client_addr`` the
+    replica published (exact, whatever the host); a replica whose record has no such field (a
+    broker that does not publish it) takes, by host, the connections no replica claims; one
+    that published "" (not connected) or an address no connection has, none."""
+    by_peer = {s.address: s for s in status.slaves}
     claimed = {r.ha_client_addr for r in replicas.values() if r.ha_client_addr}
-    by_host: dict[str, int] = {}
+    by_host: dict[str, list[SlaveStatus]] = {}
     for s in status.slaves:
         if s.address not in claimed:
-            host = _host(s.address)
-            by_host[host] = max(by_host.get(host, -1), s.acked_offset)
-    out: dict[int, int] = {}
+            by_host.setdefault(_host(s.address), []).append(s)
+    out: dict[int, list[SlaveStatus]] = {}
     for bid, r in replicas.items():
         if bid == master_id:
             continue
         if r.ha_client_addr is None:
-            acked = by_host.get(_host(r.ha_address))
+            mine = by_host.get(_host(r.ha_address), [])
         else:
-            acked = by_peer.get(r.ha_client_addr) if r.ha_client_addr else None
-        if acked is not None:
-            out[bid] = acked
+            one = by_peer.get(r.ha_client_addr) if r.ha_client_addr else None
+            mine = [one] if one is not None else []
+        if mine:
+            out[bid] = mine
     return out
+
+
+def acked_by_replica(status: MasterStatus, replicas: dict[int, Replica],
+                     master_id: int) -> dict[int, int]:
+    """brokerId → the best acked offset of its HA connections (``connections``; -1 before
+    the first report)."""
+    return {bid: max(s.acked_offset for s in conns)
+            for bid, conns in connections(status, replicas, master_id).items()}
 
 
 def in_sync(status: MasterStatus, replicas: dict[int, Replica], master_id: int,
@@ -312,6 +319,7 @@ class RoleController:
         self._last_sync_set = frozenset()
         if not was_master:
             ha = HAServer(b.store, b.store_config)
+            ha.counted = frozenset()  # no member's acks until the set is read (next step)
             await ha.start()
             b.ha_server = ha
             b.send.transfer = ha.transfer
@@ -402,6 +410,11 @@ class RoleController:
             have = want
             log.info("controller: SyncStateSet of %s/%s is %s", self.cluster, self.group,
                      sorted(want))
+        # Acks count from the set's members only: a replica's once the set naming it is
+        # written (what one leaving the set acked before stays counted).
+        conns = connections(status, view.replicas, self.my_id)
+        b.ha_server.count_only(frozenset(s.address for bid in have if bid in conns
+                                         for s in conns[bid]))
         if transfer is not None:
             transfer.set_alone(have <= {self.my_id})
 

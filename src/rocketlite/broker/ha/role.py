@@ -28,9 +28,10 @@ not publish it, is matched by host with the connections no record claims). A NAT
 and master hides the match: that slave stays out of the SyncStateSet. Each replica also
 publishes its CommitLog max offset and its epoch, at most every ``PUBLISH_S`` and only when
 changed, and elections prefer the live SyncStateSet member with the highest ``(epoch, max
-offset)`` (RocketMQ 5's elect policy). Only SyncStateSet members are candidates, so a master
-alone in its set may acknowledge alone (``GroupTransfer.set_alone``); a replica joins the set
-only once its own connection holds every append acknowledged that way.
+offset)`` (RocketMQ 5's elect policy). Only SyncStateSet members are candidates, so SYNC_MASTER
+counts acks from the members' connections only (``HAServer.count_only``), a master alone in its
+set acknowledges alone (``GroupTransfer.set_alone``), and a replica joins the set only once its
+own connection holds every append acknowledged that way.
 """
 
 from __future__ import annotations

@@ -9,7 +9,9 @@ clients across a failover.
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -103,6 +105,18 @@ class Node:
         assert self.proc is not None
         self.proc.kill()
         self.proc = None
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """The broker stopped with SIGSTOP (a stalled or cut-off replica: its sockets stay open,
+        it reads, reports and refreshes its lease no more) until the block ends (SIGCONT)."""
+        assert self.proc is not None
+        pid = self.proc.proc.pid
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(pid, signal.SIGCONT)
 
     def log(self) -> str:
         """The broker's whole log, every run's (each start appends to ``broker.log``)."""

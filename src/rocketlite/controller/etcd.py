@@ -79,6 +79,17 @@ class Registration:
             except aetcd.ClientError as e:  # etcd away: retry; the lease may lapse meanwhile
                 log.warning("cannot refresh the lease of %s: %s", self.key, e)
 
+    async def update(self, replica: Replica) -> bool:
+        """Rewrite this key's record (the replica's published fields) under the same lease;
+        False if etcd refused or is away (the lease lapsed: the key is gone and a put under a
+        dead lease fails, so another process's record is never overwritten)."""
+        try:
+            await self._client.put(self.key.encode(), replica.to_json(), lease=self.lease_id)
+        except aetcd.ClientError as e:
+            log.warning("cannot update %s: %s", self.key, e)
+            return False
+        return True
+
     async def abandon(self) -> None:
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -228,7 +239,10 @@ class EtcdController:
 
         The candidates are the live members of the SyncStateSet (before the first election, every
         live replica); of them the highest offset in ``offsets`` (brokerId → acked CommitLog
-        offset, when known) wins, then the lowest brokerId. One transaction, applied only if the
+        offset) wins, then the lowest brokerId. Without ``offsets``, the highest ``(epoch,
+        max_offset)`` the replicas published in their records (RocketMQ 5's elect policy: the
+        brokers' heartbeats carry them), read in the same revision as the candidates; unknown
+        counts lowest. One transaction, applied only if the
         state is as read, the old master's key is still gone and the winner's still there: it
         sets masterId, masterEpoch + 1, SyncStateSet = {winner}. ``NoCandidateError`` if no one
         may be elected; a lost race re-reads (and usually finds the winner's master alive)."""
@@ -243,8 +257,7 @@ class EtcdController:
                     f"{cluster}/{broker_name}: no live replica may be elected (SyncStateSet "
                     f"{list(st.sync_state_set)}, live {sorted(view.replicas)})"
                 )
-            known = offsets or {}
-            winner = min(pool, key=lambda b: (-known.get(b, -1), b))
+            winner = min(pool, key=lambda b: candidate_rank(view, b, offsets))
             new = GroupState(
                 winner, st.master_epoch + 1, (winner,), st.sync_state_set_epoch + 1, st.epochs
             )
@@ -273,3 +286,11 @@ class EtcdController:
         except aetcd.ClientError as e:
             raise ControllerError(f"etcd at {self.url}: cannot write {skey.decode()}: {e}") from e
         return bool(ok)
+
+
+def candidate_rank(view: GroupView, broker_id: int, offsets: Mapping[int, int] | None) -> tuple[int, ...]:
+    """A candidate's sort key, the best lowest: see ``elect_master``."""
+    if offsets is not None:
+        return -offsets.get(broker_id, -1), broker_id
+    r = view.replicas[broker_id]
+    return -r.epoch, -r.max_offset, broker_id

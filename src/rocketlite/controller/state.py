@@ -4,6 +4,10 @@ Keys, under ``/rocketlite/<cluster>/<brokerName>/``:
 
 * ``replicas/<brokerId>``: a ``Replica`` (JSON), attached to the lease its process keeps alive;
   the key disappears when the process stops refreshing it (crash, partition) or revokes it.
+  Besides what it registered with, the replica publishes there what the master and the
+  elections need: its HA connection's local address (the 4.x HA protocol carries
+  no brokerId, so the master knows its slaves' connections by their peer address only), its
+  CommitLog max offset and its epoch; records written before these fields read as "unknown".
 * ``state``: a ``GroupState`` (JSON): ``masterId``, ``masterEpoch``, ``syncStateSet``,
   ``syncStateSetEpoch``. One key, so each operation changes it with one compare-and-swap on its
   revision: a writer that read an older epoch finds the key changed and is refused.
@@ -38,22 +42,50 @@ class NoCandidateError(ControllerError):
 
 @dataclass(frozen=True, slots=True)
 class Replica:
-    """One broker of a group as it registered: its id, Remoting address and HA address."""
+    """One broker of a group: its id, Remoting address and HA address (what it registered with),
+    and what it publishes while alive (rewritten under the same lease when it changes):
+
+    * ``ha_client_addr``: the local ``host:port`` of its HA connection to the master, "" while it
+      has none (a master, or not connected); None in a record of a broker that does not publish
+      it (written before the field existed): the master matches that one by host only.
+    * ``max_offset``: its CommitLog max offset, ``epoch``: the last epoch of its epoch file
+      (-1: unknown); elections prefer the highest ``(epoch, max_offset)``.
+    """
 
     broker_id: int
     address: str
     ha_address: str
+    ha_client_addr: str | None = None
+    max_offset: int = -1
+    epoch: int = -1
+
+    @property
+    def identity(self) -> tuple[int, str, str]:
+        """What the replica registered with (not what it publishes): who it is, where."""
+        return self.broker_id, self.address, self.ha_address
+
+    def published(self, ha_client_addr: str, max_offset: int, epoch: int) -> Replica:
+        """This replica with new published fields."""
+        return Replica(self.broker_id, self.address, self.ha_address, ha_client_addr,
+                       max_offset, epoch)
 
     def to_json(self) -> bytes:
-        return orjson.dumps(
-            {"brokerId": self.broker_id, "address": self.address, "haAddress": self.ha_address}
-        )
+        obj: dict[str, Any] = {"brokerId": self.broker_id, "address": self.address,
+                               "haAddress": self.ha_address}
+        if self.ha_client_addr is not None:
+            obj["haClientAddr"] = self.ha_client_addr
+        obj["maxOffset"] = self.max_offset
+        obj["epoch"] = self.epoch
+        return orjson.dumps(obj)
 
     @classmethod
     def from_json(cls, data: bytes, where: str) -> Replica:
         obj = _object(data, where)
         try:
-            return cls(int(obj["brokerId"]), str(obj["address"]), str(obj["haAddress"]))
+            client = obj.get("haClientAddr")
+            return cls(int(obj["brokerId"]), str(obj["address"]), str(obj["haAddress"]),
+                       None if client is None else str(client),
+                       int(obj.get("maxOffset", -1)), int(obj.get("epoch", -1)))
         except (KeyError, TypeError, ValueError) as e:
             raise ControllerError(f"{where}: not a replica record ({e!r}): {data!r}") from None
 

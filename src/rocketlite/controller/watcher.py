@@ -3,7 +3,9 @@
 Any number of watchers (one a NameServer) may run for one cluster: each one that sees a master's
 replica key go runs ``elect_master``, and etcd's compare-and-swap lets exactly one of them move
 the epoch. A sweep over every group at start and every ``sweep_interval`` seconds covers events
-missed while the watch was being re-created (etcd restarted, network).
+missed while the watch was being re-created (etcd restarted, network). ``elect_master`` is called
+without offsets: it weighs the ``(epoch, max_offset)`` each replica publishes in its record, read
+in the same etcd revision as the candidates (offsets read here first would be older).
 """
 
 from __future__ import annotations
@@ -89,9 +91,7 @@ class ElectionWatcher:
                 try:
                     async for event in watch:
                         parsed = parse_key(self.cluster, event.kv.key.decode())
-                        # a replica gone may be a master gone; a replica come may end a
-                        # group's wait for a candidate
-                        if parsed is not None and parsed[1] == "replica":
+                        if parsed is not None and parsed[1] == "replica" and _membership(event):
                             await self.check_group(parsed[0])
                 finally:
                     with contextlib.suppress(aetcd.ClientError):
@@ -99,3 +99,10 @@ class ElectionWatcher:
             except aetcd.ClientError as e:
                 log.warning("controller watch of %s broke (%s); watching again in 1 s", self.cluster, e)
             await asyncio.sleep(1.0)
+
+
+def _membership(event: aetcd.Event) -> bool:
+    """A replica key deleted (maybe a master gone) or created (maybe the end of a group's wait
+    for a candidate); not a live replica rewriting its published offsets (every second under
+    load), which changes no one's candidacy: the election reads the offsets itself."""
+    return bool(event.kind == "DELETE" or event.kv.version == 1)

@@ -54,6 +54,9 @@ class HAClient:
         self.master_offset = -1
         self.last_read_ms = 0
         self.truncations = 0
+        # this end of the HA connection, "host:port" ("" while not connected): the master sees
+        # it as the connection's peer address (controller mode publishes it; see ``role``)
+        self.local_address = ""
         self._task: asyncio.Task[None] | None = None
         self._started = False
 
@@ -107,6 +110,8 @@ class HAClient:
                 continue
             failures = 0
             self.connected = True
+            local = writer.get_extra_info("sockname")
+            self.local_address = f"{local[0]}:{local[1]}" if isinstance(local, tuple) else ""
             log.info("HA: connected to master %s at offset %d", self.master_address,
                      self.store.commitlog.max_offset)
             try:
@@ -118,6 +123,7 @@ class HAClient:
                             str(e) or type(e).__name__)
             finally:
                 self.connected = False
+                self.local_address = ""
                 writer.close()
                 with contextlib.suppress(OSError):
                     await writer.wait_closed()

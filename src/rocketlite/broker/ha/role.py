@@ -20,9 +20,18 @@ A watcher (``controller.watcher``, in the NameServer) elects a new master when t
 lease lapses. A broker whose replica key is gone (its lease lapsed: etcd unreachable, a long
 pause) is not master whatever the state says: another one may be elected meanwhile.
 
-Limit: the HA protocol does not carry the slave's brokerId, so the master matches HA
-connections to replicas by host: exact with one replica per host; on one host every live
-replica counts as in sync when any connection there is.
+The 4.x HA protocol does not carry the slave's brokerId, so each replica publishes in its
+replica record (``controller.state.Replica``) its HA connection's local address, on every
+(re)connect and disconnect, and the master matches its connections' peer addresses with them:
+exact, with any number of replicas a host (a record without the field, from a broker that does
+not publish it, is matched by host with the connections no record claims). A NAT between slave
+and master hides the match: that slave stays out of the SyncStateSet. Each replica also
+publishes its CommitLog max offset and its epoch, at most every ``PUBLISH_S`` and only when
+changed, and elections prefer the live SyncStateSet member with the highest ``(epoch, max
+offset)`` (RocketMQ 5's elect policy). Only SyncStateSet members are candidates, so SYNC_MASTER
+counts acks from the members' connections only (``HAServer.count_only``), a master alone in its
+set acknowledges alone (``GroupTransfer.set_alone``), and a replica joins the set only once its
+own connection holds every append acknowledged that way.
 """
 
 from __future__ import annotations
@@ -36,7 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rocketlite.broker.ha.client import HAClient
-from rocketlite.broker.ha.server import HAServer, MasterStatus
+from rocketlite.broker.ha.server import HAServer, MasterStatus, SlaveStatus
 from rocketlite.formats.epoch_file import NO_END, EpochEntry, with_ends
 from rocketlite.store.epoch_file import EpochFile
 
@@ -48,6 +57,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 POLL_S = 0.3  # how often the broker reads its group's state
+PUBLISH_S = 1.0  # at most how often a replica rewrites its max offset and epoch in its record
+PUBLISH_CHECK_S = 0.1  # how often it looks for a change (its HA address is written at once)
 SYNC_SET_S = 1.0  # how often a master checks its SyncStateSet (it writes it only on a change)
 REGISTER_WAIT_S = 30.0  # how long a restarted broker waits for its old lease to lapse
 MASTER_ID = 0  # the brokerId a master registers under with the NameServers
@@ -77,17 +88,48 @@ def decide(view: GroupView, my_id: int) -> Target:
     return Target(False, st.master_epoch, leader, st.epochs)
 
 
+def connections(status: MasterStatus, replicas: dict[int, Replica],
+                master_id: int) -> dict[int, list[SlaveStatus]]:
+    """brokerId → the HA connections that are that replica's, for each other live replica with
+    one. A connection is a replica's when its peer address is the ``ha_client_addr`` the
+    replica published (exact, whatever the host); a replica whose record has no such field (a
+    broker that does not publish it) takes, by host, the connections no replica claims; one
+    that published "" (not connected) or an address no connection has, none."""
+    by_peer = {s.address: s for s in status.slaves}
+    claimed = {r.ha_client_addr for r in replicas.values() if r.ha_client_addr}
+    by_host: dict[str, list[SlaveStatus]] = {}
+    for s in status.slaves:
+        if s.address not in claimed:
+            by_host.setdefault(_host(s.address), []).append(s)
+    out: dict[int, list[SlaveStatus]] = {}
+    for bid, r in replicas.items():
+        if bid == master_id:
+            continue
+        if r.ha_client_addr is None:
+            mine = by_host.get(_host(r.ha_address), [])
+        else:
+            one = by_peer.get(r.ha_client_addr) if r.ha_client_addr else None
+            mine = [one] if one is not None else []
+        if mine:
+            out[bid] = mine
+    return out
+
+
+def acked_by_replica(status: MasterStatus, replicas: dict[int, Replica],
+                     master_id: int) -> dict[int, int]:
+    """brokerId → the best acked offset of its HA connections (``connections``; -1 before
+    the first report)."""
+    return {bid: max(s.acked_offset for s in conns)
+            for bid, conns in connections(status, replicas, master_id).items()}
+
+
 def in_sync(status: MasterStatus, replicas: dict[int, Replica], master_id: int,
             max_gap: int) -> set[int]:
-    """The SyncStateSet a master reports: itself, and each other live replica on a host with an
-    HA connection whose acked offset is within ``max_gap`` bytes of the master's max offset."""
-    hosts = {_host(s.address) for s in status.slaves
-             if s.acked_offset >= 0 and status.max_offset - s.acked_offset <= max_gap}
-    out = {master_id}
-    for bid, r in replicas.items():
-        if bid != master_id and _host(r.ha_address) in hosts:
-            out.add(bid)
-    return out
+    """The SyncStateSet a master reports: itself, and each other live replica whose HA
+    connection (``acked_by_replica``) has acked within ``max_gap`` bytes of its max offset."""
+    return {master_id} | {
+        bid for bid, acked in acked_by_replica(status, replicas, master_id).items()
+        if acked >= 0 and status.max_offset - acked <= max_gap}
 
 
 def truncation_point(local: list[EpochEntry], history: tuple[tuple[int, int], ...],
@@ -134,6 +176,11 @@ class RoleController:
         self.controller: EtcdController | None = None
         self.registration: Registration | None = None
         self._task: asyncio.Task[None] | None = None
+        self._publish_task: asyncio.Task[None] | None = None
+        self.published: Replica | None = None  # the record as last written to etcd
+        self._next_publish = 0.0
+        self._retry_at = 0.0
+        self.publications = 0  # record rewrites (each one etcd put)
         self._slave_sync_task: asyncio.Task[None] | None = None
         self._last_sync_set: frozenset[int] = frozenset()
         self._next_sync_set = 0.0
@@ -149,16 +196,16 @@ class RoleController:
         """Register the replica (waiting for an old lease of this brokerId to lapse), take the
         role the state names now, and follow it from then on."""
         from rocketlite.controller.etcd import EtcdController  # aetcd: controller mode only
-        from rocketlite.controller.state import ControllerError, Replica
+        from rocketlite.controller.state import ControllerError
 
         self.controller = EtcdController(self.url)
-        b = self.broker
-        me = Replica(self.my_id, b.address, b.ha_address)
         deadline = time.monotonic() + REGISTER_WAIT_S
         while True:
+            me = self._record()
             try:
                 self.registration = await self.controller.register_replica(
                     self.cluster, self.group, me, ttl=self.ttl)
+                self.published = me
                 break
             except ControllerError as e:
                 if time.monotonic() > deadline:
@@ -171,15 +218,23 @@ class RoleController:
         with contextlib.suppress(ControllerError):
             await self.follow_once()
         self._task = asyncio.create_task(self._loop(), name="controller-role")
+        self._publish_task = asyncio.create_task(self._publish_loop(), name="controller-publish")
 
     async def close(self) -> None:
-        """Stop following; revoke the lease so a new master is elected at once."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        """Stop following; a master stops taking appends, then the lease is revoked so a new
+        master is elected at once."""
+        for task in (self._task, self._publish_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._task = self._publish_task = None
         await self._stop_slave_sync()
+        if self.is_master:
+            # No append once the lease is revoked: another replica is elected at once, and a
+            # send acknowledged here by a slave still connected would be cut from that slave
+            # when it follows the new master.
+            self.broker.store.set_slave(True)
         if self.registration is not None:
             await self.registration.close()
             self.registration = None
@@ -214,8 +269,9 @@ class RoleController:
         else:
             if self.is_master:
                 await self._to_slave()
-            if target.leader is not None and (target.leader != self.leader
-                                              or target.epoch != self.epoch):
+            if target.leader is not None and (
+                    self.leader is None or target.leader.identity != self.leader.identity
+                    or target.epoch != self.epoch):
                 await self._follow(target)
         return target
 
@@ -223,20 +279,20 @@ class RoleController:
         """Register under a new lease after the old one lapsed (etcd unreachable for longer
         than the TTL, a long pause): without a key this broker can be neither elected nor in
         a SyncStateSet."""
-        from rocketlite.controller.state import ControllerError, Replica
+        from rocketlite.controller.state import ControllerError
 
         assert self.controller is not None
         if self.registration is not None:
             await self.registration.abandon()
             self.registration = None
-        b = self.broker
+        me = self._record()
         try:
             self.registration = await self.controller.register_replica(
-                self.cluster, self.group, Replica(self.my_id, b.address, b.ha_address),
-                ttl=self.ttl)
+                self.cluster, self.group, me, ttl=self.ttl)
         except ControllerError as e:
             log.warning("controller: cannot register broker %d again: %s", self.my_id, e)
         else:
+            self.published = me
             log.warning("controller: broker %d's lease had lapsed; registered again", self.my_id)
 
     async def _to_master(self, epoch: int) -> None:
@@ -264,6 +320,7 @@ class RoleController:
         self._last_sync_set = frozenset()
         if not was_master:
             ha = HAServer(b.store, b.store_config)
+            ha.counted = frozenset()  # no member's acks until the set is read (next step)
             await ha.start()
             b.ha_server = ha
             b.send.transfer = ha.transfer
@@ -338,8 +395,9 @@ class RoleController:
             # alone (RocketMQ 5 expands at the confirm offset): stop acking alone first, so
             # nothing past what the slave holds is acknowledged before the larger set is written.
             transfer.set_alone(False)
-            if b.ha_server.max_acked < transfer.alone_acked:
-                want = have & want | {self.my_id}
+            acked = acked_by_replica(status, view.replicas, self.my_id)
+            want -= {bid for bid in want - have - {self.my_id}
+                     if acked.get(bid, -1) < transfer.alone_acked}
         if want != have:
             assert self.controller is not None
             try:
@@ -353,8 +411,55 @@ class RoleController:
             have = want
             log.info("controller: SyncStateSet of %s/%s is %s", self.cluster, self.group,
                      sorted(want))
+        # Acks count from the set's members only: a replica's once the set naming it is
+        # written (what one leaving the set acked before stays counted).
+        conns = connections(status, view.replicas, self.my_id)
+        b.ha_server.count_only(frozenset(s.address for bid in have if bid in conns
+                                         for s in conns[bid]))
         if transfer is not None:
             transfer.set_alone(have <= {self.my_id})
+
+    # -- the replica's published record -------------------------------------------------------
+
+    def _record(self) -> Replica:
+        """This replica's record as it stands now: registration and published fields."""
+        from rocketlite.controller.state import Replica
+
+        b = self.broker
+        client = b.ha_client.local_address if b.ha_client is not None and not self.is_master else ""
+        return Replica(self.my_id, b.address, b.ha_address, client, b.store.commitlog.max_offset,
+                       self.epoch_file.last_epoch)
+
+    async def publish_once(self) -> bool:
+        """Rewrite the record if it changed: at once for the HA connection's address (the
+        master matches connections with it), at most every ``PUBLISH_S`` for the max offset
+        and epoch (under load they change with every append). True if it wrote."""
+        reg, old = self.registration, self.published
+        if reg is None or old is None:
+            return False
+        now = time.monotonic()
+        new = self._record()
+        if new == old or now < self._retry_at or (new.ha_client_addr == old.ha_client_addr
+                                                  and now < self._next_publish):
+            return False
+        if not await reg.update(new):
+            self._retry_at = now + PUBLISH_S  # etcd away or the lease gone: not every check
+            return False
+        self.published = new
+        self._next_publish = now + PUBLISH_S
+        self.publications += 1
+        if new.ha_client_addr != old.ha_client_addr:
+            log.info("controller: broker %d's HA connection is %s", self.my_id,
+                     new.ha_client_addr or "closed")
+        return True
+
+    async def _publish_loop(self) -> None:
+        while True:
+            await asyncio.sleep(PUBLISH_CHECK_S)
+            try:
+                await self.publish_once()
+            except Exception:  # one bad round must not end publishing
+                log.exception("controller: publishing broker %d's record failed", self.my_id)
 
     # -- the slave's metadata sync ------------------------------------------------------------
 

@@ -27,7 +27,8 @@ phyOffset, then appends; a frame whose phyOffset is above its max offset is a pr
 (the slave reconnects), except on an empty slave, which takes a first frame at any segment
 boundary.
 
-``wait_for_ack`` returns a future resolved once any slave has acked an offset; under SYNC_MASTER
+``wait_for_ack`` returns a future resolved once any slave has acked an offset (in controller mode
+any slave of the SyncStateSet: ``count_only``); under SYNC_MASTER
 ``transfer`` (``transfer.GroupTransfer``) holds the sends' waits for the slave, told of each new
 acked offset. ``status`` gives each slave's acked offset, lag and last report time.
 
@@ -131,7 +132,10 @@ class HAServer:
         self._lock = threading.Lock()  # the ack waiters, taken from any thread
         self._waiters: list[tuple[int, int, concurrent.futures.Future[None]]] = []
         self._seq = itertools.count()
-        self.max_acked = -1  # the highest offset any slave acked
+        self.max_acked = -1  # the highest offset any slave acked (any counted one, see below)
+        # Controller mode (``role``): the peer addresses of the SyncStateSet members' connections,
+        # the only ones whose acks count (None: every connection's, as in 4.x)
+        self.counted: frozenset[str] | None = None
         # SYNC_MASTER: the sends waiting for a slave's ack (None otherwise: no cost on sends)
         self.transfer: GroupTransfer | None = (
             GroupTransfer(self, config.sync_flush_timeout)
@@ -189,6 +193,16 @@ class HAServer:
             else:
                 heapq.heappush(self._waiters, (offset, next(self._seq), fut))
         return fut
+
+    def count_only(self, peers: frozenset[str] | None) -> None:
+        """Count the acks of the connections from ``peers`` only (None: of every connection).
+        Controller mode: only SyncStateSet members may be elected, so an append held by a
+        slave outside the set only is not safe yet. Acks already counted stay counted; a
+        connection counted from now on has its last ack taken at once."""
+        self.counted = peers
+        for s in list(self._slaves):
+            if s.acked >= 0 and (peers is None or s.address in peers):
+                self._acked(s.acked)
 
     def status(self) -> MasterStatus:
         top = self.store.commitlog.max_offset
@@ -265,7 +279,8 @@ class HAServer:
             if slave.start is None:
                 slave.start = self._start_offset(slave, offset)
                 slave.wake.set()
-            self._acked(offset)
+            if self.counted is None or slave.address in self.counted:
+                self._acked(offset)
 
     def _start_offset(self, slave: _Slave, reported: int) -> int:
         cl = self.store.commitlog

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from rocketlite.broker import config_file
@@ -231,6 +231,19 @@ class TopicConfigManager:
         return self.update(TopicConfig(topicName=topic, readQueueNums=n, writeQueueNums=n,
                                        perm=default.perm & ~PERM_INHERIT,
                                        topicSysFlag=topic_sys_flag))
+
+    def adopt_queues(self, queues: Iterable[tuple[str, int]]) -> list[str]:
+        """Create the config of each topic the store has ConsumeQueues for but this table lacks
+        (``queue ids + 1`` queues, read/write); the topics created. A slave promoted by the
+        controller holds the replicated messages of a topic created on the old master less than
+        a slave sync (10 s) before it died: without this, pulls of it are TOPIC_NOT_EXIST."""
+        top: dict[str, int] = {}
+        for topic, qid in queues:
+            if topic not in self.table and not keeps_queues(topic, self.config):
+                top[topic] = max(top.get(topic, 0), qid + 1)
+        for topic, n in top.items():
+            self.create_plain(topic, n)
+        return sorted(top)
 
     def create_plain(self, topic: str, queue_nums: int, perm: int = PERM_READ | PERM_WRITE
                      ) -> TopicConfig:

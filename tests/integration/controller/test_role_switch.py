@@ -119,6 +119,10 @@ async def test_a_master_that_lost_its_lease_steps_down_and_follows(tmp_path: Pat
         # brokerId 2, master now: it decides transactions (the live role, not brokerId 0)
         assert end_transaction(b) not in (EndResult.SLAVE, EndResult.OK)
         assert b.admin._ha_summary()["brokerRole"] == "SYNC_MASTER"
+        # "T" was written on A's store without a topic config (as a topic created on the old
+        # master after the last slave sync): B adopts it from its replicated ConsumeQueues
+        t = b.topics.get("T")
+        assert t is not None and t.readQueueNums == t.writeQueueNums == 1
         view = await ctl.get_group("DefaultCluster", GROUP)
         assert view.state.master_id == 2 and view.state.master_epoch == 2
         assert view.state.epochs[-1] == (2, b.store.commitlog.max_offset)

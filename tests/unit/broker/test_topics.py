@@ -274,3 +274,17 @@ def test_an_entry_whose_key_differs_from_its_name_uses_the_key(tmp_path: Path) -
                                             (3, "-WX")])
 def test_perm_to_string(perm: int, text: str) -> None:
     assert perm_to_string(perm) == text
+
+
+def test_adopt_queues_creates_only_missing_user_topics(tmp_path: Path) -> None:
+    m = manager(tmp_path)
+    m.create_plain("Known", 8)
+    created = m.adopt_queues([("Young", 0), ("Young", 2), ("Known", 9), ("%RETRY%G", 0),
+                              ("rmq_sys_wheel_timer", 0), ("SCHEDULE_TOPIC_XXXX", 3)])
+    assert created == ["%RETRY%G", "Young"]
+    young = m.get("Young")
+    assert young is not None and (young.readQueueNums, young.writeQueueNums) == (3, 3)
+    assert young.perm == PERM_READ | PERM_WRITE
+    known = m.get("Known")
+    assert known is not None and known.readQueueNums == 8  # an existing config is kept
+    assert m.get("rmq_sys_wheel_timer") is None and m.adopt_queues([("Young", 5)]) == []

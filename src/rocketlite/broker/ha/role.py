@@ -319,6 +319,10 @@ class RoleController:
         b.master_addr = ""
         self._last_sync_set = frozenset()
         if not was_master:
+            if adopted := b.topics.adopt_queues(list(b.store.queues)):
+                log.warning("controller: broker %d adopts topics it holds messages of but had no "
+                            "config for yet (created on the old master since the last slave "
+                            "sync): %s", self.my_id, ", ".join(adopted[:20]))
             ha = HAServer(b.store, b.store_config)
             ha.counted = frozenset()  # no member's acks until the set is read (next step)
             await ha.start()

@@ -27,8 +27,7 @@ from rich.text import Text
 
 from rocketlite.admin import AdminError, AdminSession, MessageView, jsonable, parse_timestamp
 from rocketlite.admin.timeparse import format_timestamp
-from rocketlite.client.errors import MQBrokerError, MQClientError
-from rocketlite.common.errors import RemotingError
+from rocketlite.cli.errors import debugging, reported
 
 T = TypeVar("T")
 
@@ -64,22 +63,17 @@ def console(stderr: bool = False) -> Console:
 
 
 def run(make: Callable[[AdminSession], Awaitable[T]], namesrv: str | None, debug: bool) -> T:
-    """``make(session)`` on a fresh event loop and session; the shared error path (module doc)."""
-    if debug:
+    """``make(session)`` on a fresh event loop and session; the shared error path (module doc,
+    ``rocketlite.cli.errors``)."""
+    if debug or debugging():
         logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
 
     async def go() -> T:
         async with AdminSession(namesrv) as session:
             return await make(session)
 
-    try:
+    with reported(debug):
         return asyncio.run(go())
-    except (AdminError, MQClientError, MQBrokerError, RemotingError) as e:
-        if debug:
-            raise
-        reason = " ".join(str(e).split()) or type(e).__name__
-        typer.echo(f"error: {reason}", err=True)
-        raise typer.Exit(1) from None
 
 
 def timestamp(text: str | None) -> int | None:

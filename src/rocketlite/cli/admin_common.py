@@ -25,7 +25,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from rocketlite.admin import AdminError, AdminSession, MessageView, jsonable, parse_timestamp
+from rocketlite.admin import AdminSession, MessageView, jsonable, parse_timestamp
 from rocketlite.admin.timeparse import format_timestamp
 from rocketlite.cli.errors import debugging, reported
 

@@ -19,7 +19,6 @@ from rocketlite.cli.spark_commands import spark_app
 from rocketlite.cli.store_commands import store_app
 
 
-
 class _App(typer.Typer):
     """The root app: calling it (the ``rocketlite`` script, ``python -m rocketlite``) runs the
     command inside the shared error path."""

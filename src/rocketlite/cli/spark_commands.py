@@ -26,6 +26,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from rocketlite.cli import errors
+
 if TYPE_CHECKING:
     from rocketlite.spark.jobs import ExportResult, StatsReport, VerifyReport
 
@@ -91,7 +93,8 @@ def spark_session(master: str, app_name: str, conf: list[str] | None = None) -> 
 def reported_errors() -> Iterator[None]:
     """A job's failure as one line and exit 1, not a page of JVM and worker stack: the reason a
     rocketlite reader raised (a corrupt record with its file and offset, a bad option) is the
-    last ``SomethingError: text`` line of the Python traceback Spark wraps."""
+    last ``SomethingError: text`` line of the Python traceback Spark wraps. The line goes through
+    the CLI's one error path (``rocketlite.cli.errors``)."""
     from pyspark.errors import PySparkException
 
     from rocketlite.common.errors import RocketliteError
@@ -99,8 +102,9 @@ def reported_errors() -> Iterator[None]:
     try:
         yield
     except (PySparkException, RocketliteError, ValueError, FileNotFoundError) as e:
-        console.print(f"error: {_reason(str(e))}", style="red", markup=False, highlight=False)
-        raise typer.Exit(1) from e
+        if errors.debugging():  # ``rocketlite --debug spark ...``: the whole story
+            raise
+        errors.fail(_reason(str(e)))
 
 
 _JVM_PACKAGES = ("org.", "java.", "javax.", "scala.", "py4j.", "com.")

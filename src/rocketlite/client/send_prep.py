@@ -70,8 +70,10 @@ class SendPreparation:
             check_uniq_key(uniq)
         sys_flag = 0
         if size >= self.compress_over:
-            body = compress(body, self.compression, self.compress_level)
-            sys_flag |= compression_flag(self.compression)
+            packed = compress(body, self.compression, self.compress_level)
+            if len(packed) < size:  # incompressible data grows: it goes as it is (and still fits)
+                body = packed
+                sys_flag |= compression_flag(self.compression)
         # UNIQ_KEY last, after the message's own (which never hold it: it is reserved)
         text = f"{props.encode_properties(wire) if wire else ''}{_UNIQ_KEY_NAME}{uniq}\x02"
         try:

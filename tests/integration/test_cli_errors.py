@@ -119,3 +119,22 @@ def test_start_help_states_the_defaults_and_the_listen_address() -> None:
     text = " ".join(r.stdout.replace("│", " ").split())
     for default in ("./store", "9876", "10911", "8081", "0.0.0.0", "brokerIP1"):
         assert default in text, default
+
+
+def test_store_inspect_piped_is_full_width(tmp_path: Path) -> None:
+    """Piped (``store inspect | less``), no column is cut to fit 80 (or $COLUMNS) columns."""
+    from rocketlite.store.message_store import MessageStore
+    from storehelp import msg, small_config, wait_dispatched
+
+    with MessageStore(small_config(tmp_path)) as s:
+        s.put_messages_sync([msg(keys=f"key-{i}", body=b"a fairly long body %d" % i)
+                             for i in range(3)])
+        wait_dispatched(s)
+    r = cli("store", "inspect", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    header = next(ln for ln in r.stdout.splitlines() if "storeTime" in ln)
+    for col in ("offset", "queueOffset", "sysFlag", "storeTime", "msgId", "properties", "body"):
+        assert col in header, header
+    assert "…" not in r.stdout
+    assert "KEYS=key-2" in r.stdout and "a fairly long body 2" in r.stdout
+    assert "\x1b[" not in r.stdout  # no colour codes in a pipe

@@ -20,7 +20,6 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
@@ -28,6 +27,7 @@ from rich.text import Text
 from rocketlite.admin import AdminSession, MessageView, jsonable, parse_timestamp
 from rocketlite.admin.timeparse import format_timestamp
 from rocketlite.cli.errors import debugging, reported
+from rocketlite.cli.term import console as console  # re-exported: the admin modules print with it
 
 T = TypeVar("T")
 
@@ -53,13 +53,6 @@ class BodyFormat(enum.StrEnum):
 BodyOpt = Annotated[BodyFormat | None, typer.Option(
     "--body", help="message bodies as UTF-8 text, hex, base64 or none (default: text; "
                    "base64 with --json)")]
-
-
-def console(stderr: bool = False) -> Console:
-    """A console for tables: full width when piped (no wrapping at 80 columns), colours only on a
-    terminal."""
-    stream = sys.stderr if stderr else sys.stdout
-    return Console(file=stream, width=None if stream.isatty() else 200, soft_wrap=False)
 
 
 def run(make: Callable[[AdminSession], Awaitable[T]], namesrv: str | None, debug: bool) -> T:

@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from rocketlite.admin import AdminError, AdminSession, TopicNotFoundError, update_topic
+from rocketlite.cli import term
 from rocketlite.cli.cluster_etcd import (
     GroupStatus,
     etcd_healthy,
@@ -71,7 +71,7 @@ __all__ = ["ClusterError", "cluster_app", "proc_start_time"]
 
 cluster_app = typer.Typer(help="Run a cluster of NameServers and broker groups as separate "
                                "processes on this machine.", no_args_is_help=True)
-console = Console()
+console = term.console()  # full width when piped
 
 
 

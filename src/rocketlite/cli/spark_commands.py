@@ -22,11 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rocketlite.cli import errors
+from rocketlite.cli import errors, term
 
 if TYPE_CHECKING:
     from rocketlite.spark.jobs import ExportResult, StatsReport, VerifyReport
@@ -35,7 +34,7 @@ CLUSTER_NOTE = ("--master spark://host:7077 runs the same job on a cluster: the 
                 "path every executor sees, and each needs rocketlite with its spark extra installed.")
 spark_app = typer.Typer(help="Spark jobs over a store directory (read-only). " + CLUSTER_NOTE,
                         no_args_is_help=True)
-console = Console()
+console = term.console()  # full width when piped
 
 StoreArg = Annotated[Path, typer.Argument(help="store root (holds commitlog/, consumequeue/, index/)",
                                           exists=True, file_okay=False)]

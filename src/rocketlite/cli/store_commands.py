@@ -4,7 +4,6 @@ recovery), print them the way the seed's dump programs do, and check that they a
 from __future__ import annotations
 
 import errno
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -12,9 +11,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from rocketlite.cli import term
 from rocketlite.common.errors import CorruptRecordError
 from rocketlite.formats import message_record as rec
 from rocketlite.formats.checkpoint_layout import CHECKPOINT
@@ -30,8 +29,7 @@ from rocketlite.store.store_reader import mapped, queue_dirs, read_units
 __all__ = ["iter_commitlog", "read_units", "store_app", "verify_store"]
 
 store_app = typer.Typer(help="Inspect and verify a store directory.", no_args_is_help=True)
-console = Console(width=None if sys.stdout.isatty() else 10_000, soft_wrap=False)
-"""Full width when piped (``store inspect | less``): no column is cut to fit 80 columns."""
+console = term.console()  # full width when piped: ``store inspect | less``
 
 PathArg = Annotated[Path, typer.Argument(help="store root (holds commitlog/, consumequeue/, index/)")]
 

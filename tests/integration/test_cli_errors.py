@@ -75,6 +75,7 @@ def test_a_store_held_by_a_running_broker_is_one_line(tmp_path: Path) -> None:
         first.wait_ready()
         line = one_error(cli(*start_args(store, free_port(), free_port())))
         assert f"the store {store} is in use by another process (pid {first.proc.pid})" in line
+        debug_shows_traceback(*start_args(store, free_port(), free_port()), "--debug")
         inspect = cli("store", "inspect", str(store))
         assert inspect.returncode == 0, inspect.stderr
         assert f"held by a running process (pid {first.proc.pid})" in inspect.stdout

@@ -248,7 +248,7 @@ class Producer(SendPreparation):
             except (MQClientError, MQBrokerError) as e:
                 self._fault(mq.brokerName, started, isolation=True)
                 if isinstance(e, MQBrokerError) and e.code not in RETRY_CODES:
-                    raise
+                    raise self._explained(e, p, msg) from None
                 errors.append(f"{mq.brokerName}: {e}")
                 last_error = e
                 continue

@@ -1,14 +1,16 @@
 """Warnings where silence would mislead a new user: a consumer subscribing to a topic that does not
 exist logs it; a send to a topic only the broker writes is refused (Java's TopicValidator); a body
-that compression would make larger goes uncompressed (and so fits max_message_size)."""
+that compression would make larger goes uncompressed (and so fits max_message_size), and a
+compressed one the broker refuses as too large says it was compressed."""
 
 from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 
 import pytest
-from clientconf import Cluster
+from clientconf import Cluster, open_cluster
 
 from rocketlite.broker.topics import NOT_ALLOWED_SEND_TOPICS
 from rocketlite.client.errors import MQBrokerError
@@ -89,3 +91,14 @@ async def test_an_incompressible_body_at_the_limit_goes_uncompressed(cluster: Cl
         await lite.shutdown()
     assert [m.body for m in got] == [body]
     assert not got[0].sys_flag & 0x1  # stored as sent: not compressed
+
+
+async def test_a_compressed_body_the_broker_refuses_says_it_was_compressed(tmp_path: Path) -> None:
+    body = os.urandom(100_000).hex().encode()  # 200,000 bytes; zlib leaves about half
+    async with open_cluster(tmp_path, maxMessageSize="65536") as c, \
+            Producer("PG", namesrv_addr=c.ns_addr) as p:
+        with pytest.raises(MQBrokerError) as e:
+            await p.send(Message("Big", body))
+    assert e.value.code == ResponseCode.MESSAGE_ILLEGAL
+    assert "larger than maxMessageSize 65536" in e.value.remark
+    assert "the body was compressed with zlib: 200000 bytes before" in e.value.remark

@@ -34,6 +34,12 @@ class _State:
     debug = False
 
 
+def begin(debug: bool) -> None:
+    """A new command line starts: ``rocketlite --debug`` or not (the root callback; it resets what
+    an earlier invocation in the same process, a test's, set)."""
+    _State.debug = debug
+
+
 def set_debug(debug: bool) -> None:
     """Show tracebacks from now on when ``debug`` (a ``--debug`` option was given)."""
     if debug:

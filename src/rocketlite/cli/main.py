@@ -66,7 +66,7 @@ def root(
         help="print the version and exit")] = False,
 ) -> None:
     """rocketlite: a RocketMQ-compatible message broker in Python."""
-    errors.set_debug(debug)
+    errors.begin(debug)
 
 
 def main() -> None:

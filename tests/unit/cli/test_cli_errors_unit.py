@@ -77,3 +77,15 @@ def test_spark_errors_take_the_shared_path(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(errors._State, "debug", True)
     with pytest.raises(ValueError), reported_errors():
         raise ValueError("bad option")
+
+
+def test_each_command_line_starts_without_an_earlier_debug(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from rocketlite.cli.main import app
+
+    monkeypatch.setattr(errors._State, "debug", True)  # left by an earlier `rocketlite --debug`
+    CliRunner().invoke(app, ["store", "inspect", "/nonexistent/store"])
+    assert not errors.debugging()
+    CliRunner().invoke(app, ["--debug", "store", "inspect", "/nonexistent/store"])
+    assert errors.debugging()

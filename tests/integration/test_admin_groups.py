@@ -9,7 +9,8 @@ output against what was sent and consumed:
   time on (the broker's RESET_CONSUMER_CLIENT_OFFSET reaches the client, which resumes there),
   by milliseconds and by mqadmin's date form;
 - skipAccumulatedMessage: what accumulated while the group was down is never delivered;
-- updateSubGroup (only the given settings change), deleteSubGroup (-r: the offsets too);
+- updateSubGroup (only the given settings change), deleteSubGroup (-r: the offsets too; a group
+  or topic that does not exist is an error, not a "success");
 - getBrokerConfig / updateBrokerConfig (a live key applies, a fixed one is refused with the
   broker's reason, exit 1); deleteTopic (brokers, then NameServers); cleanExpiredCQ; statsAll.
 """
@@ -296,3 +297,8 @@ def test_expected_failures_are_one_line(env: Env) -> None:
                                              "-t", "FailT", "-s", "yesterday")
     assert "does not exist" in fails("topicStatus", "-n", env.ns, "-t", "Missing")
     assert "no committed offsets" in fails("consumerProgress", "-n", env.ns, "-g", "NobodyG")
+    # a typo in a delete must not read as "success"
+    assert "topic 'Missing' does not exist" in fails("deleteTopic", "-n", env.ns, "-t", "Missing",
+                                                     "-c", CLUSTER)
+    assert "group 'NobodyG' does not exist" in fails("deleteSubGroup", "-n", env.ns, "-c", CLUSTER,
+                                                     "-g", "NobodyG")

@@ -147,7 +147,8 @@ def test_cluster_up_route_messages_down(tmp_path: Path) -> None:
         assert [n["pid"] for n in view["nodes"]] == pids
 
         again = cli("cluster", "up", "--dir", str(d), "--base-port", str(base + 100))
-        assert again.returncode == 1 and "running cluster" in again.stdout
+        assert again.returncode == 1, again.stderr
+        assert again.stderr.startswith("error: ") and "running cluster" in again.stderr
     finally:
         down = runner.invoke(app, ["cluster", "down", "--dir", str(d), "--timeout", "15"])
     assert down.exit_code == 0, down.output

@@ -220,11 +220,16 @@ async def update_sub_group(session: AdminSession, group: str, changes: dict[str,
 async def delete_sub_group(session: AdminSession, group: str, *, broker_addr: str | None = None,
                            cluster: str | None = None, clean_offset: bool = False) -> list[str]:
     """Delete ``group``'s settings (with ``clean_offset`` its committed offsets too) on
-    ``broker_addr`` or every master of ``cluster``; the addresses done."""
+    ``broker_addr`` or every master of ``cluster``; the addresses done. A group none of them
+    knows (settings or retry topic) is an ``AdminError``."""
     check_group(group)
     header = DeleteSubscriptionGroupRequestHeader(groupName=group, cleanOffset=clean_offset)
     done = []
-    for addr in await session.targets(broker_addr, cluster):
+    targets = await session.targets(broker_addr, cluster)
+    if group not in await _groups_known(session, targets):  # a typo must not read as "deleted"
+        raise AdminError(f"group {group!r} does not exist on {', '.join(targets) or 'any broker'}"
+                         ": nothing deleted")
+    for addr in targets:
         await session.call(addr, RequestCode.DELETE_SUBSCRIPTIONGROUP, header)
         done.append(addr)
     return done

@@ -99,7 +99,8 @@ async def topic_status(session: AdminSession, topic: str) -> list[QueueStatus]:
 
 
 async def delete_topic(session: AdminSession, topic: str, cluster: str) -> TopicDeletion:
-    """Delete ``topic`` from every master of ``cluster``, then from every NameServer."""
+    """Delete ``topic`` from every master of ``cluster``, then from every NameServer
+    (``TopicNotFoundError`` when no broker registered it)."""
     try:
         check_topic(topic)
     except MQClientError as e:
@@ -109,6 +110,9 @@ async def delete_topic(session: AdminSession, topic: str, cluster: str) -> Topic
     brokers = sorted((await session.master_addrs(cluster)).values())
     if not brokers:
         raise AdminError(f"cluster {cluster!r} has no master registered")
+    if topic not in await session.topics():  # a typo must not read as "deleted"
+        raise TopicNotFoundError(f"topic {topic!r} does not exist (no broker registered it with "
+                                 "the NameServer): nothing deleted")
     for addr in brokers:
         await session.call(addr, RequestCode.DELETE_TOPIC_IN_BROKER,
                            DeleteTopicRequestHeader(topic=topic))

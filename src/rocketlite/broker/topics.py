@@ -62,12 +62,18 @@ def validate_topic(topic: str) -> None:
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+SYNC_TOPICS = ("RMQ_SYS_TOPIC_CONFIG_SYNC", "RMQ_SYS_CONSUMER_OFFSET_SYNC",
+               "RMQ_SYS_DELAY_OFFSET_SYNC", "RMQ_SYS_SUBSCRIPTION_GROUP_SYNC",
+               "RMQ_SYS_MESSAGE_MODE_SYNC", "RMQ_SYS_TIMER_METRICS_SYNC")
 NOT_ALLOWED_SEND_TOPICS = frozenset({
     SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC,
-    SELF_TEST_TOPIC,
+    SELF_TEST_TOPIC, OFFSET_MOVED_EVENT, *SYNC_TOPICS, AUTO_CREATE_TOPIC,
 })
-"""Topics only the broker writes (Java 5's ``TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET``): a
-client's send to one is refused with NO_PERMISSION."""
+"""Topics a client may not send to, refused with NO_PERMISSION ("Sending message to topic[X] is
+forbidden."): those only the broker writes (Java 5's ``TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET``,
+the slave-acting-master sync topics included) and ``TBW102``, the template new topics are created
+from (Java 4's ``TopicValidator.validateTopic`` and the Java and Go clients' ``checkTopic`` refuse
+it: "conflict with AUTO_CREATE_TOPIC_KEY_TOPIC")."""
 
 
 def is_system_topic(topic: str, config: BrokerConfig) -> bool:

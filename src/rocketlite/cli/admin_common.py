@@ -20,15 +20,14 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from rocketlite.admin import AdminError, AdminSession, MessageView, jsonable, parse_timestamp
+from rocketlite.admin import AdminSession, MessageView, jsonable, parse_timestamp
 from rocketlite.admin.timeparse import format_timestamp
-from rocketlite.client.errors import MQBrokerError, MQClientError
-from rocketlite.common.errors import RemotingError
+from rocketlite.cli.errors import debugging, reported
+from rocketlite.cli.term import console as console  # re-exported: the admin modules print with it
 
 T = TypeVar("T")
 
@@ -56,30 +55,18 @@ BodyOpt = Annotated[BodyFormat | None, typer.Option(
                    "base64 with --json)")]
 
 
-def console(stderr: bool = False) -> Console:
-    """A console for tables: full width when piped (no wrapping at 80 columns), colours only on a
-    terminal."""
-    stream = sys.stderr if stderr else sys.stdout
-    return Console(file=stream, width=None if stream.isatty() else 200, soft_wrap=False)
-
-
 def run(make: Callable[[AdminSession], Awaitable[T]], namesrv: str | None, debug: bool) -> T:
-    """``make(session)`` on a fresh event loop and session; the shared error path (module doc)."""
-    if debug:
+    """``make(session)`` on a fresh event loop and session; the shared error path (module doc,
+    ``rocketlite.cli.errors``)."""
+    if debug or debugging():
         logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
 
     async def go() -> T:
         async with AdminSession(namesrv) as session:
             return await make(session)
 
-    try:
+    with reported(debug):
         return asyncio.run(go())
-    except (AdminError, MQClientError, MQBrokerError, RemotingError) as e:
-        if debug:
-            raise
-        reason = " ".join(str(e).split()) or type(e).__name__
-        typer.echo(f"error: {reason}", err=True)
-        raise typer.Exit(1) from None
 
 
 def timestamp(text: str | None) -> int | None:

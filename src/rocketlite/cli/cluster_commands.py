@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from rocketlite.admin import AdminError, AdminSession, TopicNotFoundError, update_topic
+from rocketlite.cli import errors, term
 from rocketlite.cli.cluster_etcd import (
     GroupStatus,
     etcd_healthy,
@@ -71,7 +71,7 @@ __all__ = ["ClusterError", "cluster_app", "proc_start_time"]
 
 cluster_app = typer.Typer(help="Run a cluster of NameServers and broker groups as separate "
                                "processes on this machine.", no_args_is_help=True)
-console = Console()
+console = term.console()  # full width when piped
 
 
 
@@ -222,24 +222,19 @@ def up(
     try:
         etcd_binary = _check_controller(cluster)
     except ClusterError as e:
-        console.print(f"[red]{escape(str(e))}[/]")
-        raise typer.Exit(1) from e
+        errors.fail(str(e))
     dir.mkdir(parents=True, exist_ok=True)
     try:
         old = ClusterState.read(cluster.dir)
     except (ValueError, KeyError, TypeError) as e:
-        console.print(f"[red]{cluster.dir / STATE_FILE} is unreadable ({e}); move it away[/]")
-        raise typer.Exit(1) from e
+        errors.fail(f"{cluster.dir / STATE_FILE} is unreadable ({e}); move it away")
     if old is not None and (live := [r for r in old.nodes if is_running(r)]):
         names = ", ".join(f"{r.name} (pid {r.pid})" for r in live)
-        console.print(f"[red]{cluster.dir} has a running cluster: {names}; "
-                      f"run `rocketlite cluster down --dir {dir}` first[/]")
-        raise typer.Exit(1)
+        errors.fail(f"{cluster.dir} has a running cluster: {names}; "
+                    f"run `rocketlite cluster down --dir {dir}` first")
     busy = [p for p in cluster.all_ports() if not port_free(p)]
     if busy:
-        console.print(f"[red]ports in use: {', '.join(map(str, busy))}; pick another "
-                      "--base-port[/]")
-        raise typer.Exit(1)
+        errors.fail(f"ports in use: {', '.join(map(str, busy))}; pick another --base-port")
 
     began = time.monotonic()
     launcher = Launcher(cluster, ready_timeout, etcd_binary)
@@ -282,11 +277,9 @@ def _read_state(dir: Path) -> ClusterState:  # noqa: A002
     try:
         state = ClusterState.read(dir)
     except (ValueError, KeyError, TypeError) as e:
-        console.print(f"[red]{dir / STATE_FILE} is unreadable: {e}[/]")
-        raise typer.Exit(1) from e
+        errors.fail(f"{dir / STATE_FILE} is unreadable: {e}")
     if state is None:
-        console.print(f"[red]no {STATE_FILE} in {dir}: no cluster was started there[/]")
-        raise typer.Exit(1)
+        errors.fail(f"no {STATE_FILE} in {dir}: no cluster was started there")
     return state
 
 

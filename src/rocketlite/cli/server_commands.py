@@ -26,6 +26,7 @@ import typer
 
 from rocketlite.broker.broker import Broker
 from rocketlite.broker.config import BrokerConfig
+from rocketlite.cli import errors
 from rocketlite.common import native
 from rocketlite.common.errors import ConfigError
 from rocketlite.formats.index_layout import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
@@ -91,12 +92,15 @@ class FrontConfigs:
 def _server_configs(conf: Path | None, overrides: dict[str, str],
                     defaults: dict[str, str] | None = None
                     ) -> tuple[BrokerConfig, StoreConfig, FrontConfigs]:
+    """The three configs; a bad key or value is a ``ConfigError`` naming where it came from
+    (reported as one line by ``rocketlite.cli.errors``)."""
     try:
         props = load_properties(conf, overrides, defaults)
         return (BrokerConfig.from_properties(props), StoreConfig.from_properties(props),
                 FrontConfigs.from_properties(props))
     except ConfigError as e:
-        raise typer.BadParameter(str(e)) from e
+        where = f"{conf}" if conf is not None else "the options"
+        raise ConfigError(f"{where}: {e}") from e
 
 
 class BrokerWithFront:
@@ -240,34 +244,45 @@ def _overrides(store: Path | None, broker_port: int | None, namesrv_addr: str | 
 
 
 StoreOpt = Annotated[Path | None, typer.Option(
-    "--store", "--store-dir", help="store root directory (storePathRootDir) [default: ./store]")]
+    "--store", "--store-dir", help="store root directory (storePathRootDir) (default: ./store)")]
 ConfOpt = Annotated[Path | None, typer.Option("-c", "--conf", help="broker.conf (RocketMQ keys)")]
 LogOpt = Annotated[str, typer.Option(help="log level")]
 FlushOpt = Annotated[str | None, typer.Option(
     "--flush", help="flushDiskType: ASYNC_FLUSH or SYNC_FLUSH")]
 GrpcPortOpt = Annotated[int | None, typer.Option(
-    help="gRPC port for RocketMQ 5.x clients (grpcServerPort) [default: 8081]")]
+    help="gRPC port for RocketMQ 5.x clients (grpcServerPort, default: 8081)")]
 NoGrpcOpt = Annotated[bool, typer.Option(
     "--no-grpc", help="do not serve the gRPC front (enableGrpcServer=false)")]
 ControllerOpt = Annotated[str | None, typer.Option(
     "--controller", help="controller mode with this etcd, etcd://host:port (automatic failover)")]
+DebugOpt = Annotated[bool, typer.Option(
+    "--debug", help="on a failure (port in use, store locked, bad broker.conf), show the traceback")]
+LISTEN_NOTE = ("Every server listens on all interfaces (0.0.0.0); brokerIP1 (default 127.0.0.1) is "
+               "the address the broker gives clients: set it in broker.conf to serve other hosts "
+               "(README: Network).")
 
 
 def start(
     store: StoreOpt = None,
     conf: ConfOpt = None,
     namesrv_port: Annotated[int, typer.Option(help="NameServer port")] = 9876,
-    broker_port: Annotated[int | None, typer.Option(help="broker port (listenPort)")] = None,
+    broker_port: Annotated[int | None, typer.Option(
+        help="broker port (listenPort, default: 10911)")] = None,
     flush: FlushOpt = None,
     grpc_port: GrpcPortOpt = None,
     no_grpc: NoGrpcOpt = False,
     controller: ControllerOpt = None,
     log_level: LogOpt = "INFO",
+    debug: DebugOpt = False,
 ) -> None:
     """Start a NameServer and a broker in one process (the quickest way to a working broker),
     with the gRPC front for RocketMQ 5.x clients on 8081.
     A new store gets laptop-sized files: 64 MiB CommitLog segments, a 42 MB IndexFile; RocketMQ's
-    sizes are one broker.conf key away (mappedFileSizeCommitLog, maxHashSlotNum, maxIndexNum)."""
+    sizes are one broker.conf key away (mappedFileSizeCommitLog, maxHashSlotNum, maxIndexNum).
+
+    Defaults: store ./store, NameServer 9876, broker 10911, gRPC 8081.
+    """
+    errors.set_debug(debug)
     setup_logging(log_level)
     overrides = _overrides(store, broker_port, f"127.0.0.1:{namesrv_port}", flush, grpc_port,
                            no_grpc, controller)
@@ -309,9 +324,11 @@ def namesrv(
     cluster: Annotated[str, typer.Option(
         help="with --controller: the cluster whose masters this NameServer elects")] = "DefaultCluster",
     log_level: LogOpt = "INFO",
+    debug: DebugOpt = False,
 ) -> None:
     """Start a NameServer alone; with --controller it also elects a new master of a broker group
     of --cluster when its master's lease in etcd ends."""
+    errors.set_debug(debug)
     setup_logging(log_level)
     server = NameServer("0.0.0.0", port, kv_config_path=kv_config)
     watch = ControllerWatch(controller, cluster) if controller else None
@@ -344,10 +361,12 @@ def broker(
     no_grpc: NoGrpcOpt = False,
     controller: ControllerOpt = None,
     log_level: LogOpt = "INFO",
+    debug: DebugOpt = False,
 ) -> None:
     """Start a broker alone; it registers with every NameServer in namesrvAddr and serves the
     gRPC front for RocketMQ 5.x clients (unless --no-grpc). With --controller its role (master
     or slave of its group) is the controller's choice (enableControllerMode)."""
+    errors.set_debug(debug)
     setup_logging(log_level)
     bcfg, scfg, fcfg = _server_configs(
         conf, _overrides(store, broker_port, namesrv_addr, flush, grpc_port, no_grpc, controller))

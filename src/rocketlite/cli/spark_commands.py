@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+from rocketlite.cli import errors, term
 
 if TYPE_CHECKING:
     from rocketlite.spark.jobs import ExportResult, StatsReport, VerifyReport
@@ -33,7 +34,7 @@ CLUSTER_NOTE = ("--master spark://host:7077 runs the same job on a cluster: the 
                 "path every executor sees, and each needs rocketlite with its spark extra installed.")
 spark_app = typer.Typer(help="Spark jobs over a store directory (read-only). " + CLUSTER_NOTE,
                         no_args_is_help=True)
-console = Console()
+console = term.console()  # full width when piped
 
 StoreArg = Annotated[Path, typer.Argument(help="store root (holds commitlog/, consumequeue/, index/)",
                                           exists=True, file_okay=False)]
@@ -91,7 +92,8 @@ def spark_session(master: str, app_name: str, conf: list[str] | None = None) -> 
 def reported_errors() -> Iterator[None]:
     """A job's failure as one line and exit 1, not a page of JVM and worker stack: the reason a
     rocketlite reader raised (a corrupt record with its file and offset, a bad option) is the
-    last ``SomethingError: text`` line of the Python traceback Spark wraps."""
+    last ``SomethingError: text`` line of the Python traceback Spark wraps. The line goes through
+    the CLI's one error path (``rocketlite.cli.errors``)."""
     from pyspark.errors import PySparkException
 
     from rocketlite.common.errors import RocketliteError
@@ -99,8 +101,9 @@ def reported_errors() -> Iterator[None]:
     try:
         yield
     except (PySparkException, RocketliteError, ValueError, FileNotFoundError) as e:
-        console.print(f"error: {_reason(str(e))}", style="red", markup=False, highlight=False)
-        raise typer.Exit(1) from e
+        if errors.debugging():  # ``rocketlite --debug spark ...``: the whole story
+            raise
+        errors.fail(_reason(str(e)))
 
 
 _JVM_PACKAGES = ("org.", "java.", "javax.", "scala.", "py4j.", "com.")

@@ -3,6 +3,7 @@ recovery), print them the way the seed's dump programs do, and check that they a
 
 from __future__ import annotations
 
+import errno
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -10,9 +11,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from rocketlite.cli import term
 from rocketlite.common.errors import CorruptRecordError
 from rocketlite.formats import message_record as rec
 from rocketlite.formats.checkpoint_layout import CHECKPOINT
@@ -21,14 +22,14 @@ from rocketlite.formats.index_layout import INDEX_HEADER
 from rocketlite.formats.javahash import index_key_hash
 from rocketlite.formats.message_id import encode_message_id
 from rocketlite.formats.properties import decode_properties
-from rocketlite.store import store_reader
+from rocketlite.store import store_files, store_reader
 from rocketlite.store.dispatch_check import expected_unit_tags_code, index_keys
 from rocketlite.store.store_reader import mapped, queue_dirs, read_units
 
 __all__ = ["iter_commitlog", "read_units", "store_app", "verify_store"]
 
 store_app = typer.Typer(help="Inspect and verify a store directory.", no_args_is_help=True)
-console = Console()
+console = term.console()  # full width when piped: ``store inspect | less``
 
 PathArg = Annotated[Path, typer.Argument(help="store root (holds commitlog/, consumequeue/, index/)")]
 
@@ -73,6 +74,7 @@ def inspect(
     units: Annotated[int, typer.Option(help="ConsumeQueue units to print per queue")] = 5,
 ) -> None:
     """Print CommitLog messages, ConsumeQueue units, index headers and the checkpoint."""
+    _check_store_dir(path)
     t = Table(title=f"CommitLog {path / 'commitlog'}")
     for col in ("offset", "size", "topic", "queue", "queueOffset", "sysFlag", "storeTime",
                 "msgId", "properties", "body"):
@@ -137,8 +139,24 @@ def _print_checkpoint(root: Path) -> None:
     physic, logics, index, _, confirm = CHECKPOINT.unpack(cp.read_bytes()[: CHECKPOINT.size])
     console.print(f"checkpoint: physicMsgTimestamp={_ts(physic)} logicsMsgTimestamp={_ts(logics)} "
                   f"indexMsgTimestamp={_ts(index)} confirmPhyOffset={confirm}")
-    state = "present: the last run did not stop cleanly" if (root / "abort").exists() else "absent"
+    holder = store_files.lock_holder(root)
+    if holder is not None:  # a running broker keeps its abort file until it stops
+        who = f" (pid {holder})" if holder else ""
+        console.print(f"lock: the store is held by a running process{who}: these files are "
+                      "still being written")
+        state = f"present: held by a running process{who}"
+    elif (root / "abort").exists():
+        state = "present: the last run did not stop cleanly"
+    else:
+        state = "absent"
     console.print(f"abort file: {state}")
+
+
+def _check_store_dir(path: Path) -> None:
+    """A missing store is an error (``FileNotFoundError``, one line through the CLI's error path),
+    not a page of empty tables."""
+    if not path.is_dir():
+        raise FileNotFoundError(errno.ENOENT, "no store directory", str(path))
 
 
 @dataclass(slots=True)
@@ -237,6 +255,7 @@ def verify(
     hash_slot_num: Annotated[int | None, typer.Option(help="maxHashSlotNum if not default")] = None,
 ) -> None:
     """Check that the CommitLog, ConsumeQueues and IndexFiles agree; exit 1 if they do not."""
+    _check_store_dir(path)
     problems = verify_store(path, hash_slot_num)
     if problems:
         for p in problems[:50]:

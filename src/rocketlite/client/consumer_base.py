@@ -20,7 +20,7 @@ from pathlib import Path
 
 from rocketlite.client.allocate import AllocateStrategy, strategy_by_name
 from rocketlite.client.broker_api import BrokerApi
-from rocketlite.client.errors import MQBrokerError, MQClientError
+from rocketlite.client.errors import MQClientError
 from rocketlite.client.instance import ClientConfig, ClientInstance
 from rocketlite.client.message import check_topic
 from rocketlite.client.offset_store import (
@@ -122,11 +122,7 @@ class ConsumerBase(abc.ABC):
         await self.offset_store.load()
         inst.register_consumer(self)
         await inst.start()
-        for topic in list(self.subscriptions):
-            try:
-                await inst.update_route(topic)
-            except (MQClientError, MQBrokerError) as e:
-                log.warning("group %s: no route for %s yet: %s", self.group, topic, e)
+        await inst.route_subscriptions(self.group, list(self.subscriptions))
         self._started = True
         await inst.send_heartbeat()
 

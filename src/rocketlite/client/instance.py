@@ -345,6 +345,21 @@ class ClientInstance:
             log.debug("route of %s refreshed after a failed request: %s", topic,
                       {bd.brokerName: bd.brokerAddrs for bd in route.brokerDatas})
 
+    async def route_subscriptions(self, group: str, topics: list[str]) -> None:
+        """Fetch the routes of a starting consumer's topics; a topic the NameServer does not know
+        is logged as a warning (a typo would otherwise mean a consumer that silently receives
+        nothing): the consumer still starts and picks the topic up once it is created. The
+        group's own retry topic is left out (it exists once a message is sent back)."""
+        for topic in topics:
+            try:
+                route = await self.update_route(topic)
+            except (MQClientError, MQBrokerError) as e:
+                log.warning("group %s: no route for %s yet: %s", group, topic, e)
+                continue
+            if route is None and not topic.startswith("%RETRY%"):
+                log.warning("group %s subscribes to topic %s, which does not exist (the NameServer "
+                            "has no route for it): nothing arrives until it is created", group, topic)
+
     def learn_brokers(self, route: TopicRouteData) -> None:
         """Record the route's broker addresses; a broker not told about our groups yet gets a
         heartbeat now rather than within 30 s (so it can reach a transactional producer's

@@ -267,7 +267,7 @@ class Producer(SendPreparation):
                 self._fault(mq.brokerName, started, isolation=True)
                 if isinstance(e, MQBrokerError):
                     if e.code not in RETRY_CODES:
-                        raise
+                        raise self._explained(e, p, msg) from None
                 else:  # the broker is unreachable: a failover may have moved its master
                     inst.route_failed(p.topic)
                 errors.append(f"{mq.brokerName}: {e}")

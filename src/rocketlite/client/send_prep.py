@@ -14,8 +14,9 @@ from rocketlite.client.message import Message, check_topic, check_uniq_key, comp
 from rocketlite.client.send_codec import PlainPrepPy, UniqKeysPy
 from rocketlite.client.send_types import _READER, _STATUS_BY_CODE, SendResult, _Prepared
 from rocketlite.formats import properties as props
+from rocketlite.formats.message_record import SYSFLAG_COMPRESSED
 from rocketlite.protocol.bodies import MessageQueue
-from rocketlite.protocol.codes import RequestCode
+from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.message_batch import encode_message
 
@@ -70,8 +71,10 @@ class SendPreparation:
             check_uniq_key(uniq)
         sys_flag = 0
         if size >= self.compress_over:
-            body = compress(body, self.compression, self.compress_level)
-            sys_flag |= compression_flag(self.compression)
+            packed = compress(body, self.compression, self.compress_level)
+            if len(packed) < size:  # incompressible data grows: it goes as it is (and still fits)
+                body = packed
+                sys_flag |= compression_flag(self.compression)
         # UNIQ_KEY last, after the message's own (which never hold it: it is reserved)
         text = f"{props.encode_properties(wire) if wire else ''}{_UNIQ_KEY_NAME}{uniq}\x02"
         try:
@@ -106,6 +109,16 @@ class SendPreparation:
             raise MQClientError(f"the batch is {len(body)} bytes; "
                                 f"max_message_size is {self.max_message_size}")
         return _Prepared(topic, body, "", 0, 0, ",".join(uniqs), batch=True)
+
+    def _explained(self, e: MQBrokerError, p: _Prepared, msg: Message | None) -> MQBrokerError:
+        """A broker's MESSAGE_ILLEGAL refusal of a body this client compressed, saying so: the
+        sizes in the broker's remark are the compressed body's, not the one the caller gave."""
+        if e.code != ResponseCode.MESSAGE_ILLEGAL or not p.sys_flag & SYSFLAG_COMPRESSED \
+                or msg is None:
+            return e
+        return MQBrokerError(e.code, f"{e.remark} (the body was compressed with "
+                             f"{self.compression}: {len(msg.body)} bytes before, {len(p.body)} "
+                             "after)", e.addr)
 
     def _command(self, p: _Prepared, mq: MessageQueue) -> RemotingCommand:
         """SEND_MESSAGE_V2 (or SEND_BATCH_MESSAGE) with SendMessageRequestHeaderV2's one-letter

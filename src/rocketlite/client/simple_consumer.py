@@ -177,11 +177,7 @@ class SimpleConsumer:
         self.instance, self.api = inst, BrokerApi(inst)
         await inst.start()
         self._started = True
-        for topic in list(self.subscriptions):
-            try:
-                await inst.update_route(topic)
-            except (MQClientError, MQBrokerError) as e:
-                log.warning("group %s: no route for %s yet: %s", self.group, topic, e)
+        await inst.route_subscriptions(self.group, list(self.subscriptions))
         await inst.send_heartbeat()
 
     async def close(self) -> None:

@@ -301,7 +301,10 @@ class MappedFileQueue:
                 mf.truncate_to(offset - mf.file_from_offset, zero_run_stop)
                 keep.append(mf)
             else:
-                log.info("deleting segment %s beyond offset %d", mf.path, offset)
+                if mf.pread(0, 8) == bytes(8):  # created ahead of need: nothing is lost
+                    log.info("removing the preallocated empty segment %s", mf.path)
+                else:
+                    log.info("deleting segment %s beyond offset %d", mf.path, offset)
                 mf.destroy()
         self.files = keep
 

@@ -101,6 +101,28 @@ class StoreLock:
                 os.close(fd)
 
 
+def lock_holder(root: Path) -> str | None:
+    """Who holds the store's lock right now: the owner's pid as text ("" when the lock file does
+    not name it), or None when no process holds it (a read-only look: nothing is locked)."""
+    path = Path(root) / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+            other = os.pread(fd, 32, 0).decode("ascii", errors="replace").strip()
+            return other if other.isdigit() else ""
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
 # -- JSON config files -------------------------------------------------------------------------
 
 

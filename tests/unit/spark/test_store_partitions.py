@@ -364,8 +364,11 @@ def test_topic_filters_and_internal_topics(tmp_path: Path) -> None:
 def test_internal_topics_are_the_brokers_system_topics() -> None:
     from rocketlite.broker import topics
 
-    assert topics.NOT_ALLOWED_SEND_TOPICS | {topics.AUTO_CREATE_TOPIC, topics.OFFSET_MOVED_EVENT} \
-        == INTERNAL_TOPICS
+    brokers = topics.NOT_ALLOWED_SEND_TOPICS | {topics.AUTO_CREATE_TOPIC, topics.OFFSET_MOVED_EVENT}
+    assert all(is_internal_topic(t) for t in brokers | INTERNAL_TOPICS)
+    # spelled out: the broker's names that the RMQ_SYS_ prefix does not already cover
+    assert {t for t in brokers if not t.startswith("RMQ_SYS_")} == \
+        {t for t in INTERNAL_TOPICS if not t.startswith("RMQ_SYS_")}
     assert is_internal_topic(topics.SYSTEM_TOPIC_PREFIX + "wheel_timer")
     assert not is_internal_topic(topics.RETRY_GROUP_TOPIC_PREFIX + "g")
     assert not is_internal_topic(topics.DLQ_GROUP_TOPIC_PREFIX + "g")

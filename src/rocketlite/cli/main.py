@@ -7,6 +7,7 @@ import typer
 from rocketlite.cli import server_commands
 from rocketlite.cli.admin_commands import admin_app
 from rocketlite.cli.cluster_commands import cluster_app
+from rocketlite.cli.dashboard_commands import dashboard
 from rocketlite.cli.spark_commands import spark_app
 from rocketlite.cli.store_commands import store_app
 
@@ -19,6 +20,7 @@ app.add_typer(cluster_app, name="cluster")
 app.command()(server_commands.start)
 app.command()(server_commands.namesrv)
 app.command()(server_commands.broker)
+app.command()(dashboard)
 
 
 def main() -> None:

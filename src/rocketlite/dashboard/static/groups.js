@@ -1,0 +1,83 @@
+/* Consumer groups: each group's lag (total and per queue) polled every 2 s and charted over the
+   time this page has been open (uPlot); ?group=G adds G's online members. */
+"use strict";
+
+const HISTORY = 300;  // points kept per group: 10 minutes at one poll every 2 s
+const history = {times: [], lags: {}};
+let chart = null, chartGroups = "";
+
+function record(groups) {
+  history.times.push(Date.now() / 1000);
+  const names = groups.map(g => g.group);
+  for (const n of names) {
+    if (!(n in history.lags)) history.lags[n] = history.times.slice(1).map(() => null);
+    history.lags[n].push(null);
+  }
+  for (const g of groups) history.lags[g.group][history.lags[g.group].length - 1] = g.diffTotal;
+  for (const n of Object.keys(history.lags)) {
+    if (history.lags[n].length < history.times.length) history.lags[n].push(null);
+  }
+  if (history.times.length > HISTORY) {
+    history.times.shift();
+    for (const n of Object.keys(history.lags)) history.lags[n].shift();
+  }
+}
+
+const COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"];
+
+function drawChart(box) {
+  const names = Object.keys(history.lags).sort();
+  const data = [history.times, ...names.map(n => history.lags[n])];
+  if (chart === null || chartGroups !== names.join("\n")) {
+    if (chart !== null) chart.destroy();
+    chartGroups = names.join("\n");
+    chart = new uPlot({
+      title: "lag (messages) over time", width: Math.max(400, box.clientWidth - 20), height: 260,
+      series: [{}, ...names.map((n, i) => ({label: n, stroke: COLOURS[i % COLOURS.length],
+                                             width: 2, spanGaps: false}))],
+      axes: [{}, {label: "messages"}],
+    }, data, box);
+  } else {
+    chart.setData(data);
+  }
+}
+
+async function groupsPage() {
+  const data = await Dash.api("/api/groups");
+  record(data.groups);
+  let box = document.getElementById("lag-chart");
+  if (box === null) {
+    box = Dash.el("div", {id: "lag-chart"});
+    document.getElementById("page").insertBefore(box, document.getElementById("content"));
+  }
+  drawChart(box);
+  const nodes = [Dash.el("p", {id: "polls"}, "polls: " + history.times.length)];
+  const rows = data.groups.map(g => Object.assign({__key: g.group}, g));
+  nodes.push(Dash.table("groups", [
+    ["group", g => Dash.link("/groups?group=" + encodeURIComponent(g.group), g.group)],
+    ["online", g => g.online],
+    ["type", g => g.consumeType || "-"],
+    ["model", g => g.messageModel || "-"],
+    ["lag", g => Dash.num(g.diffTotal)],
+    ["consume tps", g => g.consumeTps.toFixed(2)],
+  ], rows));
+  const chosen = Dash.param("group");
+  for (const g of data.groups.filter(g => !chosen || g.group === chosen)) {
+    nodes.push(Dash.el("h2", {}, "Queues of " + g.group), Dash.table("queues-" + g.group, [
+      ["topic", q => q.topic], ["broker", q => q.brokerName], ["queue", q => q.queueId],
+      ["broker offset", q => q.brokerOffset], ["consumer offset", q => q.consumerOffset],
+      ["lag", q => q.diff], ["last consumed", q => Dash.time(q.lastTimestamp)],
+    ], g.queues));
+  }
+  if (chosen) {
+    const one = await Dash.api("/api/groups/" + encodeURIComponent(chosen));
+    const conns = one.connection ? one.connection.connectionSet : [];
+    nodes.push(Dash.el("h2", {}, "Connections of " + chosen), Dash.table("connections", [
+      ["client id", c => c.clientId], ["address", c => c.clientAddr],
+      ["language", c => c.language], ["version", c => c.version],
+    ], conns));
+  }
+  Dash.show(nodes);
+}
+
+Dash.every(2000, groupsPage);

@@ -32,7 +32,8 @@ function drawChart(box) {
     if (chart !== null) chart.destroy();
     chartGroups = names.join("\n");
     chart = new uPlot({
-      title: "lag (messages) over time", width: Math.max(400, box.clientWidth - 20), height: 260,
+      title: "lag (messages) over time", height: 260,
+      width: Math.min(1000, Math.max(400, document.getElementById("page").clientWidth - 40)),
       series: [{}, ...names.map((n, i) => ({label: n, stroke: COLOURS[i % COLOURS.length],
                                              width: 2, spanGaps: false}))],
       axes: [{}, {label: "messages"}],
@@ -72,7 +73,9 @@ async function groupsPage() {
   if (chosen) {
     const one = await Dash.api("/api/groups/" + encodeURIComponent(chosen));
     const conns = one.connection ? one.connection.connectionSet : [];
-    nodes.push(Dash.el("h2", {}, "Connections of " + chosen), Dash.table("connections", [
+    nodes.push(Dash.el("h2", {}, "Connections of " + chosen));
+    if (!conns.length) nodes.push(Dash.el("p", {id: "offline"}, "offline: no member connected"));
+    else nodes.push(Dash.table("connections", [
       ["client id", c => c.clientId], ["address", c => c.clientAddr],
       ["language", c => c.language], ["version", c => c.version],
     ], conns));

@@ -22,7 +22,7 @@ function detail(m) {
   ].map(([k, v]) => ({k, v}));
   return Dash.el("section", {id: "detail"},
     Dash.el("h2", {}, "Message " + m.msgId),
-    Dash.table("facts", [["", r => r.k], ["", r => String(r.v)]], facts),
+    Dash.table("facts", [["field", r => r.k], ["value", r => String(r.v)]], facts),
     Dash.el("h3", {}, "Properties"),
     Dash.table("properties", [["key", r => r.k], ["value", r => r.v]], props),
     Dash.el("h3", {}, "Body"),

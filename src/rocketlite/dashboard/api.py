@@ -12,8 +12,8 @@ answers their results through ``admin.jsonable`` (camelCase keys, as ``--json`` 
 ``GET /api/messages?id=[&topic=]``          ``query_msg_by_id`` (offset msgId or UNIQ_KEY)
 ==========================================  ==============================================
 
-DLQ reads and the writes are in ``api_dlq``. An ``AdminError`` becomes ``{"error": reason}``
-(``app.errors``).
+DLQ reads and the resend are in ``api_dlq``, the offset reset in ``api_offsets``. An
+``AdminError`` becomes ``{"error": reason}`` (``app.errors``).
 """
 
 from __future__ import annotations

@@ -111,3 +111,25 @@ async def test_pages_and_static_files_are_served(dash: DashEnv) -> None:
             assert r.status == 200 and (await r.text()).startswith("/*! https://github.com/leeoniya/uPlot")
         async with s.get(dash.url + "/nosuchpage") as r:
             assert r.status == 404
+
+
+async def test_reset_offsets_moves_the_lag(dash: DashEnv) -> None:
+    url = f"/api/groups/{GROUP}/reset"
+    await post(dash.readonly_url + url, {"topic": DLQ_TOPIC, "timestamp": "end"}, AUTH, status=403)
+    await post(dash.url + url, {"topic": DLQ_TOPIC, "timestamp": "end"}, status=401)
+    bad = await post(dash.url + url, {"topic": DLQ_TOPIC, "timestamp": "yesterday"}, AUTH, status=400)
+    assert "neither milliseconds" in bad["error"]
+    assert "give the topic" in (await post(dash.url + url, {"timestamp": 0}, AUTH, status=400))["error"]
+    queues = (await get(dash.url + f"/api/topics/{DLQ_TOPIC}"))["queues"]
+    ends = {q["queueId"]: q["maxOffset"] for q in queues}
+
+    async def lag() -> int:
+        g = (await get(dash.url + f"/api/groups/{GROUP}"))["progress"]
+        return sum(q["diff"] for q in g["queues"] if q["topic"] == DLQ_TOPIC)
+
+    done = await post(dash.url + url, {"topic": DLQ_TOPIC, "timestamp": "end"}, AUTH)
+    assert {q["queueId"]: q["offset"] for q in done["queues"]} == ends
+    assert await lag() == 0
+    done = await post(dash.url + url, {"topic": DLQ_TOPIC, "timestamp": 0}, AUTH)
+    assert {q["queueId"]: q["offset"] for q in done["queues"]} == dict.fromkeys(ends, 0)
+    assert await lag() == sum(ends.values())

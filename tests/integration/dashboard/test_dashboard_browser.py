@@ -2,7 +2,8 @@
 Debian's chromium-driver, against a broker with traffic (``dashhelp``). Each page is loaded and
 must show what the broker holds: the broker on the cluster page, the topic with the right max
 offset and its queues on the topics page, the group's lag in a table and a chart, a message found
-by key with its body, the dead letters and a resend done after logging in. Each page's screenshot
+by key with its body, the dead letters and a resend done after logging in, and the lag chart's
+drop after an offset reset. Each page's screenshot
 goes to the test's tmp dir (``docs/img/`` holds a copy, refreshed by hand)."""
 
 from __future__ import annotations
@@ -183,4 +184,36 @@ def test_dlq_page_resends_after_login(dash: DashEnv, browser: WebDriver, shots: 
     assert result.text == "re-sent 1 of 1 read"
     no_error(browser)
     browser.save_screenshot(str(shots / "dlq.png"))
+
+
+CHART_SERIES = """
+const i = chart.series.findIndex(s => s.label === arguments[0]);
+return i < 0 ? [] : Array.from(chart.data[i]);
+"""
+
+
+def test_groups_page_reset_changes_the_lag_chart(dash: DashEnv, browser: WebDriver,
+                                                 shots: Path) -> None:
+    browser.get(dash.url + f"/groups?group={GROUP}")
+    browser.execute_script("sessionStorage.clear();")
+    wait_for(browser, "the reset buttons", lambda d: d.find_elements(By.ID, f"reset-end-{DLQ_TOPIC}"))
+    wait_for(browser, "two polls", lambda d: len(d.execute_script(CHART_SERIES, GROUP)) >= 2)
+    before = browser.execute_script(CHART_SERIES, GROUP)
+    assert before[-1] == LAG + 1  # the one dead letter the DLQ test re-sent
+    result = browser.find_element(By.ID, "reset-result")
+    browser.find_element(By.ID, f"reset-end-{DLQ_TOPIC}").click()
+    wait_for(browser, "the refusal", lambda d: result.text.startswith("refused: log in"))
+    browser.find_element(By.ID, "login-user").send_keys(USER)
+    browser.find_element(By.ID, "login-password").send_keys(PASSWORD)
+    browser.find_element(By.ID, "login-save").click()
+    browser.find_element(By.ID, f"reset-end-{DLQ_TOPIC}").click()
+    wait_for(browser, "the reset", lambda d: result.text.startswith(f"reset {DLQ_TOPIC}: "))
+    wait_for(browser, "the lag's drop in the chart",
+             lambda d: d.execute_script(CHART_SERIES, GROUP)[-1] == 0)
+    series = browser.execute_script(CHART_SERIES, GROUP)
+    assert LAG + 1 in series  # the chart keeps the lag before the reset
+    heads, groups = table(browser, "groups")
+    assert groups[GROUP][heads.index("lag")] == "0"
+    no_error(browser)
+    browser.save_screenshot(str(shots / "groups.png"))  # with the drop
     print(f"screenshots in {shots}")

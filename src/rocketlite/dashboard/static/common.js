@@ -47,6 +47,23 @@ const Dash = {
   },
   /* Replace the page's content with nodes. */
   show(...nodes) { document.getElementById("content").replaceChildren(...nodes.flat()); },
+  /* The login writes need (the dashboard's --username/--password), kept for this tab only. */
+  loginForm() {
+    const user = Dash.el("input", {id: "login-user", placeholder: "username"});
+    const pass = Dash.el("input", {id: "login-password", type: "password", placeholder: "password"});
+    const save = () => sessionStorage.setItem("rocketlite-login", btoa(user.value + ":" + pass.value));
+    return Dash.el("p", {id: "login"}, "Login for writes: ", user, pass,
+      Dash.el("button", {id: "login-save", type: "button", onclick: save}, "Use"));
+  },
+  /* POST payload to path; what(answer) or the refusal goes into the element out. */
+  async write(path, payload, out, what) {
+    out.textContent = "working…";
+    try {
+      out.textContent = what(await Dash.api(path, {method: "POST", body: JSON.stringify(payload)}));
+    } catch (e) {
+      out.textContent = "refused: " + e.message;
+    }
+  },
   /* Run refresh now and every ms milliseconds; a failure shows its reason and retries. */
   every(ms, refresh) {
     const run = async () => {

@@ -2,25 +2,10 @@
    (a write: asks for the dashboard's login, kept for this tab only). */
 "use strict";
 
-function loginForm() {
-  const user = Dash.el("input", {id: "login-user", placeholder: "username"});
-  const pass = Dash.el("input", {id: "login-password", type: "password", placeholder: "password"});
-  const save = () => sessionStorage.setItem("rocketlite-login", btoa(user.value + ":" + pass.value));
-  return Dash.el("p", {id: "login"}, "Login for writes: ", user, pass,
-    Dash.el("button", {id: "login-save", type: "button", onclick: save}, "Use"));
-}
-
-async function resend(group, max) {
-  const out = document.getElementById("resend-result");
-  out.textContent = "re-sending…";
-  try {
-    const c = await Dash.api("/api/dlq/" + encodeURIComponent(group) + "/resend",
-                             {method: "POST", body: JSON.stringify({max})});
-    out.textContent = "re-sent " + c.resent + " of " + c.read + " read" +
-      (c.stopped ? "; stopped: " + c.stopped : "");
-  } catch (e) {
-    out.textContent = "refused: " + e.message;
-  }
+function resend(group, max) {
+  return Dash.write("/api/dlq/" + encodeURIComponent(group) + "/resend", {max},
+    document.getElementById("resend-result"),
+    c => "re-sent " + c.resent + " of " + c.read + " read" + (c.stopped ? "; stopped: " + c.stopped : ""));
 }
 
 async function dlqPage() {
@@ -28,7 +13,7 @@ async function dlqPage() {
   const group = Dash.param("group");
   if (group) {
     const found = (await Dash.api("/api/dlq/" + encodeURIComponent(group))).messages;
-    nodes.push(Dash.el("h2", {}, "Dead letters of " + group), loginForm(),
+    nodes.push(Dash.el("h2", {}, "Dead letters of " + group), Dash.loginForm(),
       Dash.el("p", {},
         Dash.el("button", {id: "resend-one", onclick: () => resend(group, 1)}, "Resend next"), " ",
         Dash.el("button", {id: "resend-all", onclick: () => resend(group, null)}, "Resend all")),

@@ -19,7 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from rocketlite.admin import jsonable, print_msg, resend_dlq, topic_list, topic_status
-from rocketlite.dashboard.api import message_json
+from rocketlite.dashboard.api_messages import message_json
 from rocketlite.dashboard.state import session_of
 
 routes = web.RouteTableDef()

@@ -15,7 +15,7 @@ from pathlib import Path
 from aiohttp import web
 
 from rocketlite.admin import AdminError, AdminSession, TopicNotFoundError, UnreachableError
-from rocketlite.dashboard import api, api_dlq, api_offsets, pages
+from rocketlite.dashboard import api, api_dlq, api_messages, api_offsets, pages
 from rocketlite.dashboard.auth import Credentials, Handler, guard
 from rocketlite.dashboard.state import STATE, DashboardState
 
@@ -44,6 +44,7 @@ def create_app(session: AdminSession, credentials: Credentials | None = None) ->
     app[STATE] = DashboardState(session, credentials)
     app.router.add_static("/static", STATIC)
     app.add_routes(api.routes)
+    app.add_routes(api_messages.routes)
     app.add_routes(api_dlq.routes)
     app.add_routes(api_offsets.routes)
     app.add_routes(pages.routes)  # last: "/{page}" would shadow nothing above, but reads best so

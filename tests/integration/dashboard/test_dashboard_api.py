@@ -66,6 +66,29 @@ async def test_message_by_key_and_by_id(dash: DashEnv) -> None:
     assert "not a message id" in (await get(dash.url + "/api/messages?id=zz", status=400))["error"]
 
 
+async def test_messages_by_store_time(dash: DashEnv) -> None:
+    found = (await get(dash.url + f"/api/messages?topic={TOPIC}&begin=0"))["messages"]
+    assert sorted(m["bodyText"] for m in found) == sorted(body(i) for i in range(N))
+    assert (await get(dash.url + f"/api/messages?topic={TOPIC}&begin=now"))["messages"] == []
+    bad = await get(dash.url + f"/api/messages?topic={TOPIC}&begin=soon", status=400)
+    assert "neither milliseconds" in bad["error"]
+
+
+async def test_consumption_state_of_a_message(dash: DashEnv) -> None:
+    found = (await get(dash.url + f"/api/messages?topic={DLQ_TOPIC}&begin=0"))["messages"]
+    assert len(found) == DEAD + LAG
+    for m in found:
+        q = (f"/api/messages/consumed?topic={DLQ_TOPIC}&broker={m['brokerName']}"
+             f"&queue={m['queueId']}&offset={m['queueOffset']}")
+        (state,) = [g for g in (await get(dash.url + q))["groups"] if g["group"] == GROUP]
+        # the group took (and failed into its DLQ) the dead ones; the late ones came after it left
+        assert state["consumed"] is m["bodyText"].startswith("dead"), (m["bodyText"], state)
+    m = found[0]
+    q = f"/api/messages/consumed?topic={TOPIC}&broker={m['brokerName']}&queue=0&offset=0"
+    assert (await get(dash.url + q))["groups"] == []  # nobody consumes TOPIC
+    assert "queue is not" in (await get(dash.url + q.replace("queue=0", "queue=x"), status=400))["error"]
+
+
 async def test_groups_show_lag_per_queue(dash: DashEnv) -> None:
     groups = {g["group"]: g for g in (await get(dash.url + "/api/groups"))["groups"]}
     g = groups[GROUP]

@@ -163,6 +163,8 @@ def test_messages_page_finds_a_message_by_key(dash: DashEnv, browser: WebDriver,
     props = browser.find_element(By.ID, "properties").text
     assert f"KEYS {key(11)}" in props and "TAGS tagA" in props
     assert dash.msg_ids[key(11)] in browser.find_element(By.ID, "facts").text
+    wait_for(browser, "the consumption state", lambda d: text(d, "consumed"))
+    assert text(browser, "consumed") == "no group has an offset on this queue"
     no_error(browser)
     browser.save_screenshot(str(shots / "messages.png"))
 

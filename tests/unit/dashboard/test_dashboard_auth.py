@@ -12,7 +12,7 @@ from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
 from rocketlite.admin import MessageView
-from rocketlite.dashboard.api import BODY_PREVIEW, message_json
+from rocketlite.dashboard.api_messages import BODY_PREVIEW, message_json
 from rocketlite.dashboard.auth import Credentials, credentials, is_loopback, refusal
 
 CREDS = Credentials("admin", "pw:with:colons")

@@ -5,7 +5,7 @@ one read-only), for the dashboard's API and browser tests (not a test module: th
 Traffic: ``TOPIC`` (4 queues, made with the admin ``update_topic``) gets ``N`` messages from
 rocketlite's Producer, each with a key and a text body; group ``GROUP`` fails ``DEAD`` messages
 of ``DLQ_TOPIC`` once (maxReconsumeTimes 0: all in ``%DLQ%GROUP``) and then, offline, has ``LAG``
-more to consume there.
+more to consume there. ``RATE_TOPIC`` gets one message (``send_more`` adds to it later).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ DLQ_TOPIC = "DashDLQT"
 GROUP = "DashG"
 DEAD = 3
 LAG = 5
+RATE_TOPIC = "DashRateT"
 USER, PASSWORD = "admin", "s3cret"
 
 
@@ -81,6 +82,14 @@ async def traffic(ns: str, addr: str) -> dict[str, str]:
     async with Producer("DashP2", namesrv_addr=ns) as p:
         for i in range(LAG):
             await p.send(Message(DLQ_TOPIC, b"late %d" % i, tags="T"))
+    await send_more(ns, 1)
     return ids
+
+
+async def send_more(ns: str, count: int) -> None:
+    """``count`` more messages to ``RATE_TOPIC``."""
+    async with Producer("DashP3", namesrv_addr=ns) as p:
+        for i in range(count):
+            await p.send(Message(RATE_TOPIC, b"rate %d" % i))
 
 

@@ -16,6 +16,8 @@ PAGES = {
     "dlq": "DLQ",
 }
 """URL name -> title, in navigation order."""
+CHARTED = frozenset({"cluster", "topics", "groups"})
+"""The pages with a chart over time (uPlot and ``chart.js`` loaded)."""
 
 routes = web.RouteTableDef()
 
@@ -26,7 +28,8 @@ def shell(page: str) -> str:
         f'<a href="/{name}"{" class=current" if name == page else ""}>{html.escape(title)}</a>'
         for name, title in PAGES.items())
     vendor = ('<link rel="stylesheet" href="/static/vendor/uPlot.min.css">'
-              '<script src="/static/vendor/uPlot.iife.min.js"></script>') if page == "groups" else ""
+              '<script src="/static/vendor/uPlot.iife.min.js"></script>'
+              '<script src="/static/chart.js"></script>') if page in CHARTED else ""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <title>{html.escape(PAGES[page])} · rocketlite</title>

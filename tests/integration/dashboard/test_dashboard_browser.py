@@ -8,6 +8,7 @@ goes to the test's tmp dir (``docs/img/`` holds a copy, refreshed by hand)."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,7 +22,22 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
 
-from dashhelp import DEAD, DLQ_TOPIC, GROUP, LAG, PASSWORD, QUEUES, TOPIC, USER, DashEnv, N, body, key
+from dashhelp import (
+    DEAD,
+    DLQ_TOPIC,
+    GROUP,
+    LAG,
+    PASSWORD,
+    QUEUES,
+    RATE_TOPIC,
+    TOPIC,
+    USER,
+    DashEnv,
+    N,
+    body,
+    key,
+    send_more,
+)
 
 pytestmark = pytest.mark.integration
 WAIT_S = 30
@@ -107,11 +123,20 @@ def no_error(driver: WebDriver) -> None:
 def test_cluster_page(dash: DashEnv, browser: WebDriver, shots: Path) -> None:
     browser.get(dash.url + "/cluster")
     wait_for(browser, "the broker", lambda d: dash.addr in rows(d, "brokers"))
+    wait_for(browser, "the tps chart", lambda d: d.find_elements(By.CSS_SELECTOR, "#tps-chart canvas"))
+    assert dash.addr in browser.find_element(By.CSS_SELECTOR, "#tps-chart .u-legend").text
     cells = rows(browser, "brokers")[dash.addr]
     assert "ASYNC_MASTER" in cells and any(c.startswith("rocketlite ") for c in cells)
     assert any(c.endswith(" %") for c in cells)  # the disk use
+    wait_for(browser, "two tps samples",
+             lambda d: d.execute_script("return tpsChart.times.length;") >= 2)
     no_error(browser)
     browser.save_screenshot(str(shots / "cluster.png"))
+
+
+RATES_SHOWN = "return typeof rateChart === 'undefined' ? [] : Object.keys(rateChart.values);"
+RATES = "return [rateChart.times, rateChart.series(arguments[0])];"
+RATE_MORE = 10
 
 
 def test_topics_page(dash: DashEnv, browser: WebDriver, shots: Path) -> None:
@@ -125,6 +150,14 @@ def test_topics_page(dash: DashEnv, browser: WebDriver, shots: Path) -> None:
     wait_for(browser, "the queues", lambda d: len(rows(d, "queues")) == QUEUES)
     heads, queues = table(browser, "queues")
     assert sum(int(c[heads.index("max offset")]) for c in queues.values()) == N
+    # the rate chart: messages per second from the growth of the max offsets between polls
+    wait_for(browser, "the rate chart", lambda d: RATE_TOPIC in d.execute_script(RATES_SHOWN))
+    asyncio.run(asyncio.wait_for(send_more(dash.ns, RATE_MORE), 30))
+    wait_for(browser, "a rate", lambda d: any(d.execute_script(RATES, RATE_TOPIC)[1]))
+    times, rates = browser.execute_script(RATES, RATE_TOPIC)
+    # rate x the time between polls, summed, is what was sent (the one sent before is not counted)
+    stored = sum((r or 0) * (t - t0) for t0, t, r in zip(times, times[1:], rates[1:], strict=False))
+    assert abs(stored - RATE_MORE) < 0.5, (times, rates)
     no_error(browser)
     browser.save_screenshot(str(shots / "topics.png"))
 
@@ -189,8 +222,8 @@ def test_dlq_page_resends_after_login(dash: DashEnv, browser: WebDriver, shots: 
 
 
 CHART_SERIES = """
-const i = chart.series.findIndex(s => s.label === arguments[0]);
-return i < 0 ? [] : Array.from(chart.data[i]);
+const plot = lagChart.plot, i = plot.series.findIndex(s => s.label === arguments[0]);
+return i < 0 ? [] : Array.from(plot.data[i]);
 """
 
 

@@ -1,8 +1,14 @@
-/* Cluster: every broker the NameServer knows, its role, version, tps and disk use. */
+/* Cluster: every broker the NameServer knows, its role, version, tps and disk use; its put tps
+   (the broker's own figure) charted over the time the page is open. */
 "use strict";
 
-Dash.every(5000, async () => {
+const tpsChart = new TimeChart("tps-chart", "messages put per second (each broker)", "msg/s");
+
+Dash.every(3000, async () => {
   const data = await Dash.api("/api/cluster");
+  tpsChart.record(Object.fromEntries(data.brokers.filter(b => !b.error).map(
+    b => [b.brokerName + "/" + b.brokerId + " " + b.address, b.putTps])));
+  tpsChart.draw(document.getElementById("content"));
   const rows = data.brokers.map(b => Object.assign({__key: b.address}, b));
   Dash.show(Dash.table("brokers", [
     ["cluster", b => b.cluster],

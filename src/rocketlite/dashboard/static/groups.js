@@ -1,47 +1,8 @@
 /* Consumer groups: each group's lag (total and per queue) polled every 2 s and charted over the
-   time this page has been open (uPlot); ?group=G adds G's online members. */
+   time this page has been open; ?group=G adds G's online members and moves its offsets. */
 "use strict";
 
-const HISTORY = 300;  // points kept per group: 10 minutes at one poll every 2 s
-const lagHistory = {times: [], lags: {}};
-let chart = null, chartGroups = "";
-
-function record(groups) {
-  lagHistory.times.push(Date.now() / 1000);
-  const names = groups.map(g => g.group);
-  for (const n of names) {
-    if (!(n in lagHistory.lags)) lagHistory.lags[n] = lagHistory.times.slice(1).map(() => null);
-    lagHistory.lags[n].push(null);
-  }
-  for (const g of groups) lagHistory.lags[g.group][lagHistory.lags[g.group].length - 1] = g.diffTotal;
-  for (const n of Object.keys(lagHistory.lags)) {
-    if (lagHistory.lags[n].length < lagHistory.times.length) lagHistory.lags[n].push(null);
-  }
-  if (lagHistory.times.length > HISTORY) {
-    lagHistory.times.shift();
-    for (const n of Object.keys(lagHistory.lags)) lagHistory.lags[n].shift();
-  }
-}
-
-const COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"];
-
-function drawChart(box) {
-  const names = Object.keys(lagHistory.lags).sort();
-  const data = [lagHistory.times, ...names.map(n => lagHistory.lags[n])];
-  if (chart === null || chartGroups !== names.join("\n")) {
-    if (chart !== null) chart.destroy();
-    chartGroups = names.join("\n");
-    chart = new uPlot({
-      title: "lag (messages) over time", height: 260,
-      width: Math.min(1000, Math.max(400, document.getElementById("page").clientWidth - 40)),
-      series: [{}, ...names.map((n, i) => ({label: n, stroke: COLOURS[i % COLOURS.length],
-                                             width: 2, spanGaps: false}))],
-      axes: [{}, {label: "messages"}],
-    }, data, box);
-  } else {
-    chart.setData(data);
-  }
-}
+const lagChart = new TimeChart("lag-chart", "lag (messages) over time", "messages");
 
 /* The chosen group's offset controls, built once (outside the redrawn content, so a login being
    typed survives the polls): per topic, back to the start or skip to the end. */
@@ -59,14 +20,9 @@ function resetControls(group, topics) {
 
 async function groupsPage() {
   const data = await Dash.api("/api/groups");
-  record(data.groups);
-  let box = document.getElementById("lag-chart");
-  if (box === null) {
-    box = Dash.el("div", {id: "lag-chart"});
-    document.getElementById("page").insertBefore(box, document.getElementById("content"));
-  }
-  drawChart(box);
-  const nodes = [Dash.el("p", {id: "polls"}, "polls: " + lagHistory.times.length)];
+  lagChart.record(Object.fromEntries(data.groups.map(g => [g.group, g.diffTotal])));
+  lagChart.draw(document.getElementById("content"));
+  const nodes = [Dash.el("p", {id: "polls"}, "polls: " + lagChart.times.length)];
   const rows = data.groups.map(g => Object.assign({__key: g.group}, g));
   nodes.push(Dash.table("groups", [
     ["group", g => Dash.link("/groups?group=" + encodeURIComponent(g.group), g.group)],
@@ -80,7 +36,8 @@ async function groupsPage() {
   const mine = data.groups.find(g => g.group === chosen);
   if (mine && document.getElementById("reset") === null) {
     const topics = [...new Set(mine.queues.map(q => q.topic))].filter(t => !t.startsWith("%")).sort();
-    document.getElementById("page").insertBefore(resetControls(chosen, topics), box);
+    const box = document.getElementById("lag-chart");
+    box.parentNode.insertBefore(resetControls(chosen, topics), box);
   }
   for (const g of data.groups.filter(g => !chosen || g.group === chosen)) {
     nodes.push(Dash.el("h2", {}, "Queues of " + g.group), Dash.table("queues-" + g.group, [

@@ -1,5 +1,23 @@
-/* Topics: every user topic with its messages and groups; ?topic=T adds the queues of T. */
+/* Topics: every user topic with its messages and groups, and the messages put per second into
+   each (from the growth of its max offsets between two polls) charted over the time the page is
+   open; ?topic=T adds the queues of T. */
 "use strict";
+
+const rateChart = new TimeChart("rate-chart", "messages stored per second (each topic)", "msg/s");
+let lastTotals = null;
+
+function recordRates(topics) {
+  const now = Date.now() / 1000, totals = Object.fromEntries(topics.map(t => [t.topic, t.putTotal]));
+  if (lastTotals !== null) {
+    const dt = now - lastTotals.at, rates = {};
+    for (const [name, total] of Object.entries(totals)) {
+      if (name in lastTotals.totals) rates[name] = Math.max(0, total - lastTotals.totals[name]) / dt;
+    }
+    rateChart.record(rates);
+    rateChart.draw(document.getElementById("content"));
+  }
+  lastTotals = {at: now, totals};
+}
 
 async function topicsPage() {
   const chosen = Dash.param("topic");
@@ -16,6 +34,7 @@ async function topicsPage() {
     ], rows));
   }
   const data = await Dash.api("/api/topics");
+  recordRates(data.topics);
   const rows = data.topics.map(t => Object.assign({__key: t.topic}, t));
   nodes.push(Dash.el("h2", {}, "All topics"), Dash.table("topics", [
     ["topic", t => Dash.link("/topics?topic=" + encodeURIComponent(t.topic), t.topic)],
@@ -29,4 +48,4 @@ async function topicsPage() {
   Dash.show(nodes);
 }
 
-Dash.every(5000, topicsPage);
+Dash.every(3000, topicsPage);

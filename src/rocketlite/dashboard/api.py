@@ -8,6 +8,7 @@ answers their results through ``admin.jsonable`` (camelCase keys, as ``--json`` 
 ``GET /api/topics/{topic}``                 ``topic_status``: min/max offset per queue
 ``GET /api/groups``                         ``consumer_progress`` of every group
 ``GET /api/groups/{group}``                 ``consumer_progress`` and ``consumer_connection``
+``GET /api/producers?group=&topic=``         ``producer_connection``
 ==========================================  ==============================================
 
 Messages are in ``api_messages``, the DLQ and its resend in ``api_dlq``, the offset reset in
@@ -27,6 +28,7 @@ from rocketlite.admin import (
     consumer_connection,
     consumer_progress,
     jsonable,
+    producer_connection,
     stats_all,
     topic_status,
 )
@@ -79,3 +81,13 @@ async def group(request: web.Request) -> web.Response:
     except AdminError:
         connection = None  # offline: the progress says so (online 0)
     return web.json_response({"progress": jsonable(progress), "connection": connection})
+
+
+@routes.get("/api/producers")
+async def producers(request: web.Request) -> web.Response:
+    """``producer_connection``: the producers of ``group`` connected to ``topic``'s brokers."""
+    group, topic = request.query.get("group", ""), request.query.get("topic", "")
+    if not group or not topic:
+        raise AdminError("give a producer group and a topic")
+    found = await producer_connection(session_of(request), group, topic)
+    return web.json_response({"connections": jsonable(found)})

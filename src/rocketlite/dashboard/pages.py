@@ -14,6 +14,7 @@ PAGES = {
     "groups": "Consumer groups",
     "messages": "Messages",
     "dlq": "DLQ",
+    "producers": "Producers",
 }
 """URL name -> title, in navigation order."""
 CHARTED = frozenset({"cluster", "topics", "groups"})

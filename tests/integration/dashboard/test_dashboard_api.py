@@ -12,6 +12,8 @@ import aiohttp
 import pytest
 
 from dashhelp import DEAD, DLQ_TOPIC, GROUP, LAG, PASSWORD, QUEUES, TOPIC, USER, DashEnv, N, body, key
+from rocketlite.client.message import Message
+from rocketlite.client.producer import Producer
 
 pytestmark = pytest.mark.integration
 AUTH = {"Authorization": "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()}
@@ -124,7 +126,7 @@ async def test_pages_and_static_files_are_served(dash: DashEnv) -> None:
     async with aiohttp.ClientSession() as s:
         async with s.get(dash.url + "/", allow_redirects=False) as r:
             assert r.status == 302 and r.headers["Location"] == "/cluster"
-        for page in ("cluster", "topics", "groups", "messages", "dlq"):
+        for page in ("cluster", "topics", "groups", "messages", "dlq", "producers"):
             async with s.get(f"{dash.url}/{page}") as r:
                 text = await r.text()
                 assert r.status == 200 and f'src="/static/{page}.js"' in text
@@ -156,3 +158,14 @@ async def test_reset_offsets_moves_the_lag(dash: DashEnv) -> None:
     done = await post(dash.url + url, {"topic": DLQ_TOPIC, "timestamp": 0}, AUTH)
     assert {q["queueId"]: q["offset"] for q in done["queues"]} == dict.fromkeys(ends, 0)
     assert await lag() == sum(ends.values())
+
+
+async def test_producers_of_a_group(dash: DashEnv) -> None:
+    q = f"/api/producers?group=DashLiveP&topic={TOPIC}"
+    assert "no connection" in (await get(dash.url + q, status=400))["error"]
+    async with Producer("DashLiveP", namesrv_addr=dash.ns) as p:
+        await p.send(Message(TOPIC, b"one more", keys="live"))  # registered with the broker now
+        assert p.instance is not None
+        (c,) = (await get(dash.url + q))["connections"]
+        assert c["clientId"] == p.instance.client_id and c["language"] == "PYTHON"
+    assert "give a producer group" in (await get(dash.url + "/api/producers?group=x", status=400))["error"]

@@ -9,9 +9,12 @@ goes to the test's tmp dir (``docs/img/`` holds a copy, refreshed by hand)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from selenium import webdriver
@@ -38,6 +41,8 @@ from dashhelp import (
     key,
     send_more,
 )
+from rocketlite.client.message import Message
+from rocketlite.client.producer import Producer
 
 pytestmark = pytest.mark.integration
 WAIT_S = 30
@@ -251,4 +256,42 @@ def test_groups_page_reset_changes_the_lag_chart(dash: DashEnv, browser: WebDriv
     assert groups[GROUP][heads.index("lag")] == "0"
     no_error(browser)
     browser.save_screenshot(str(shots / "groups.png"))  # with the drop
+
+
+@contextlib.contextmanager
+def live_producer(ns: str, group: str) -> Iterator[str]:
+    """A Producer of ``group`` connected (one message sent) on its own event loop in a thread,
+    while the browser looks; its client id."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    p = Producer(group, namesrv_addr=ns)
+
+    def run(coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, loop).result(30)
+
+    try:
+        run(p.start())
+        run(p.send(Message(RATE_TOPIC, b"live")))
+        assert p.instance is not None
+        yield p.instance.client_id
+    finally:
+        run(p.shutdown())
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(30)
+        loop.close()
+
+
+def test_producers_page(dash: DashEnv, browser: WebDriver, shots: Path) -> None:
+    with live_producer(dash.ns, "DashLiveP") as client_id:
+        browser.get(dash.url + "/producers")
+        wait_for(browser, "the form", lambda d: d.find_elements(By.ID, "p-group"))
+        browser.find_element(By.ID, "p-group").send_keys("DashLiveP")
+        browser.find_element(By.ID, "p-topic").send_keys(RATE_TOPIC)
+        browser.find_element(By.ID, "p-go").click()
+        wait_for(browser, "the connection", lambda d: client_id in rows(d, "producers"))
+        heads, found = table(browser, "producers")
+        assert found[client_id][heads.index("language")] == "PYTHON"
+        no_error(browser)
+        browser.save_screenshot(str(shots / "producers.png"))
     print(f"screenshots in {shots}")

@@ -6,7 +6,9 @@ Writes (POST: resend) are refused unless the dashboard was started with credenti
 (``--username``/``--password`` or ``ROCKETLITE_DASHBOARD_USERNAME``/``_PASSWORD``) and the request
 carries them as HTTP Basic. A refusal is JSON (``{"error": ...}``, 401 or 403) without a
 ``WWW-Authenticate`` challenge: the pages ask for the credentials themselves, so the browser
-never pops its own dialog.
+never pops its own dialog. Since the credentials travel in a header the page's script sets
+(never a cookie or a login the browser remembers), another site cannot make a visitor's browser
+send a write.
 """
 
 from __future__ import annotations

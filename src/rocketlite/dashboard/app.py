@@ -9,6 +9,7 @@ for anything else (a bad id, a group with no offsets, a broker's refusal).
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 from pathlib import Path
 
@@ -34,8 +35,8 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         return web.json_response({"error": str(e)}, status=502)
     except AdminError as e:
         return web.json_response({"error": str(e)}, status=400)
-    except ValueError as e:  # a request body that is not JSON
-        return web.json_response({"error": f"bad request: {e}"}, status=400)
+    except json.JSONDecodeError as e:  # a request body that is not JSON
+        return web.json_response({"error": f"the request's body is not JSON: {e}"}, status=400)
 
 
 def create_app(session: AdminSession, credentials: Credentials | None = None) -> web.Application:

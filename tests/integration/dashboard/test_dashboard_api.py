@@ -169,3 +169,9 @@ async def test_producers_of_a_group(dash: DashEnv) -> None:
         (c,) = (await get(dash.url + q))["connections"]
         assert c["clientId"] == p.instance.client_id and c["language"] == "PYTHON"
     assert "give a producer group" in (await get(dash.url + "/api/producers?group=x", status=400))["error"]
+
+
+async def test_a_write_whose_body_is_not_json(dash: DashEnv) -> None:
+    async with aiohttp.ClientSession() as s, s.post(
+            dash.url + f"/api/groups/{GROUP}/reset", data=b"{not json", headers=AUTH) as r:
+        assert r.status == 400 and "not JSON" in (await r.json())["error"]

@@ -33,12 +33,12 @@ def dashboard(
         "--bind", help="address to listen on; reads from other hosts need the login")] = "127.0.0.1",
     username: Annotated[str | None, typer.Option(
         "--username", envvar="ROCKETLITE_DASHBOARD_USERNAME",
-        help="login for writes (resend); without it the dashboard is read-only")] = None,
+        help="login for writes (resend, offset reset); without it the dashboard is read-only")] = None,
     password: Annotated[str | None, typer.Option(
         "--password", envvar="ROCKETLITE_DASHBOARD_PASSWORD",
         help="password for --username")] = None,
 ) -> None:
-    """Serve the web dashboard (cluster, topics, groups, messages, DLQ) of a cluster."""
+    """Serve the web dashboard (cluster, topics, groups, messages, DLQ, producers) of a cluster."""
     try:
         creds = credentials(username, password)
     except ValueError as e:

@@ -11,47 +11,16 @@ import pytest
 from typer.testing import CliRunner
 
 from brokerhelp import ServerProcess, free_port, pull_queue
-from integration.client.clientconf import eventually
+from dlqhelp import make_dead_letters
 from rocketlite.cli.main import app
-from rocketlite.client.instance import ClientConfig
-from rocketlite.client.message import Message, MessageExt
-from rocketlite.client.producer import Producer
-from rocketlite.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketlite.formats.message_record import MessageRecord
 from rocketlite.formats.properties import decode_properties
-from rocketlite.protocol.bodies import ConsumeFromWhere
 from rocketlite.remoting.client import RemotingClient
 
 pytestmark = pytest.mark.integration
 runner = CliRunner()
 TOPIC = "AdminT"
 N = 4
-
-
-async def make_dead_letters(ns: str) -> None:
-    """N messages that a group with maxReconsumeTimes 0 fails once: all in %DLQ%G."""
-    failed: set[bytes] = set()
-
-    def fail(msgs: list[MessageExt]) -> ConsumeStatus:
-        failed.update(m.body for m in msgs)
-        return ConsumeStatus.RECONSUME_LATER
-
-    async with Producer("PG", namesrv_addr=ns) as p:
-        for i in range(N):
-            await p.send(Message(TOPIC, b"m%d" % i, tags="T", properties={"app": "x"}))
-    c = PushConsumer("G", config=ClientConfig(namesrv_addr=ns, rebalance_interval=0.5,
-                                              heartbeat_interval=1.0),
-                     consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-                     max_reconsume_times=0)
-    c.subscribe(TOPIC, "*")
-    c.register_listener(fail)
-    await c.start()
-    try:
-        await eventually(lambda: len(failed) == N, timeout=20)
-        await asyncio.sleep(0.5)  # the last send-back's reply
-    finally:
-        await c.shutdown()
-    assert len(failed) == N
 
 
 async def pull_all(addr: str, topic: str, queues: int) -> list[MessageRecord]:
@@ -75,7 +44,8 @@ def test_resend_dlq_command(tmp_path: Path) -> None:
             "--namesrv-port", str(ns_port), "--broker-port", str(broker_port)]
     with ServerProcess(args, tmp_path / "start.log") as server:
         server.wait_ready()
-        asyncio.run(make_dead_letters(ns))
+        asyncio.run(make_dead_letters(ns, TOPIC, "G", [b"m%d" % i for i in range(N)],
+                                      {"app": "x"}))
         dead = asyncio.run(pull_all(addr, "%DLQ%G", 1))
         assert len(dead) == N
 

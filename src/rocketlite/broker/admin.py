@@ -231,6 +231,7 @@ class AdminProcessor:
         b = self.broker
         cl = self.store.commitlog
         stats = b.stats
+        disk_ratio = self.store.retention.disk_usage(b.store_config.store_path_root_dir)
         table = {
             "brokerVersionDesc": f"rocketlite {__version__}",
             "brokerVersion": str(CURRENT_VERSION),
@@ -245,6 +246,8 @@ class AdminProcessor:
             "putTps": f"{stats.put_tps():.2f}",
             "getTransferedTps": f"{stats.get_tps():.2f}",
             "brokerActive": "true",
+            # Java's key: the used share of the store's file system (what retention watches)
+            "commitLogDiskRatio": f"{disk_ratio:.4f}",
             "remainHowManyDataToFlush": f"{max(0, cl.max_offset - cl.flushed_offset)} B",
             "pullThreadPoolQueueSize": "0",
             "sendThreadPoolQueueSize": "0",

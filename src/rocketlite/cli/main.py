@@ -15,6 +15,7 @@ import typer
 from rocketlite.cli import errors, server_commands
 from rocketlite.cli.admin_commands import admin_app
 from rocketlite.cli.cluster_commands import cluster_app
+from rocketlite.cli.dashboard_commands import dashboard
 from rocketlite.cli.spark_commands import spark_app
 from rocketlite.cli.store_commands import store_app
 
@@ -40,6 +41,7 @@ app.add_typer(cluster_app, name="cluster")
 app.command(epilog=server_commands.LISTEN_NOTE)(server_commands.start)
 app.command(epilog=server_commands.LISTEN_NOTE)(server_commands.namesrv)
 app.command(epilog=server_commands.LISTEN_NOTE)(server_commands.broker)
+app.command()(dashboard)
 
 
 def package_version() -> str:

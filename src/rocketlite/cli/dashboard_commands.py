@@ -1,0 +1,51 @@
+"""``rocketlite dashboard``: the web dashboard (``rocketlite.dashboard``) of the cluster behind a
+NameServer, until SIGINT or SIGTERM.
+
+It binds loopback by default: reads need no login there. Writes (resend) are refused unless
+credentials are given (``--username``/``--password`` or the environment). A port in use or a bad
+option prints one ``error:`` line and exits 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Annotated
+
+import typer
+
+from rocketlite.dashboard import serve
+from rocketlite.dashboard.app import DEFAULT_PORT
+from rocketlite.dashboard.auth import credentials
+
+
+def _fail(reason: str) -> typer.Exit:
+    print(f"error: {reason}", file=sys.stderr)
+    return typer.Exit(1)
+
+
+def dashboard(
+    namesrv: Annotated[str, typer.Option(
+        "-n", "--namesrv", envvar="NAMESRV_ADDR",
+        help="NameServer address(es), host:port[;host:port] (default: $NAMESRV_ADDR)")],
+    port: Annotated[int, typer.Option("--port", help="HTTP port (dashboardPort)")] = DEFAULT_PORT,
+    bind: Annotated[str, typer.Option(
+        "--bind", help="address to listen on; reads from other hosts need the login")] = "127.0.0.1",
+    username: Annotated[str | None, typer.Option(
+        "--username", envvar="ROCKETLITE_DASHBOARD_USERNAME",
+        help="login for writes (resend, offset reset); without it the dashboard is read-only")] = None,
+    password: Annotated[str | None, typer.Option(
+        "--password", envvar="ROCKETLITE_DASHBOARD_PASSWORD",
+        help="password for --username")] = None,
+) -> None:
+    """Serve the web dashboard (cluster, topics, groups, messages, DLQ, producers) of a cluster."""
+    try:
+        creds = credentials(username, password)
+    except ValueError as e:
+        raise _fail(str(e)) from None
+    try:
+        asyncio.run(serve(namesrv, bind, port, creds))
+    except OSError as e:
+        raise _fail(f"cannot serve the dashboard on {bind}:{port}: {e.strerror or e}") from None
+    except KeyboardInterrupt:
+        pass

@@ -157,7 +157,7 @@ class TraceDispatcher:
             text = encode_record(r)
             data.append(text)
             size += len(text)
-            keys.update(dict.fromkeys(record_keys(r)))
+            keys.update(dict.fromkeys(k for ks in record_keys(r) for k in ks.split(props.KEY_SEPARATOR) if k))
             if size >= self.max_body:
                 await self._send("".join(data), list(keys))
                 data, size, keys = [], 0, {}

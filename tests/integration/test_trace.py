@@ -56,9 +56,12 @@ def handler(msgs: list[MessageExt]) -> ConsumeStatus:
 
 async def traffic(ns: str) -> tuple[list[SendResult], SendResult]:
     seen: set[bytes] = set()
+    all_seen = asyncio.Event()
 
     def counting(msgs: list[MessageExt]) -> ConsumeStatus:
         seen.update(m.body for m in msgs)
+        if seen >= {b"m0", b"m1", b"m2"}:
+            all_seen.set()
         return handler(msgs)
 
     async with Producer("TracePG", namesrv_addr=ns, enable_trace=True) as p:
@@ -74,8 +77,7 @@ async def traffic(ns: str) -> tuple[list[SendResult], SendResult]:
         await c.start()
         try:
             async with asyncio.timeout(60):
-                while seen < {b"m0", b"m1", b"m2"}:
-                    await asyncio.sleep(0.1)
+                await all_seen.wait()
         finally:
             await c.shutdown()
     async with Producer("TracePG2", namesrv_addr=ns, enable_trace=True, trace_topic=CUSTOM_TRACE) as p2:

@@ -3,7 +3,8 @@ Producer and a PushConsumer with ``enable_trace`` write Pub / SubBefore / SubAft
 ``RMQ_SYS_TRACE_TOPIC`` (created by the broker at start, one queue), found by msgId in the
 broker's index and decoded with the codec; ``admin queryMsgTraceById --json`` shows who sent each
 message, when it was stored, and each consumption with its result (success, a failure status, an
-exception). A producer with its own trace topic writes there and only there."""
+exception). A TransactionProducer writes Trans_Msg_Half Pub and EndTransaction records, its own
+decision and a check-back's. A producer with its own trace topic writes there and only there."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from rocketlite.client.producer import Producer
 from rocketlite.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketlite.client.send_types import SendResult
 from rocketlite.client.trace_codec import TRACE_TOPIC, TraceType, decode
+from rocketlite.client.transaction import LocalTransactionState, TransactionProducer
 from rocketlite.protocol.bodies import ConsumeFromWhere
 
 pytestmark = pytest.mark.integration
@@ -41,6 +43,8 @@ class Env:
     addr: str
     results: list[SendResult]  # m0 (consumed fine), m1 (RECONSUME_LATER), m2 (the handler raises)
     custom: SendResult  # sent by a producer tracing to CUSTOM_TRACE
+    committed: SendResult  # a transactional message committed at once
+    checked: SendResult  # one left UNKNOW, rolled back when the broker checks
 
 
 def admin(*args: str) -> Result:
@@ -52,6 +56,29 @@ def handler(msgs: list[MessageExt]) -> ConsumeStatus:
     if m.body == b"m2":
         raise RuntimeError("handler failure")
     return ConsumeStatus.RECONSUME_LATER if m.body == b"m1" else ConsumeStatus.CONSUME_SUCCESS
+
+
+class TxListener:
+    def __init__(self) -> None:
+        self.checked = asyncio.Event()
+
+    async def execute_local_transaction(self, msg: Message, arg: Any) -> LocalTransactionState:
+        return LocalTransactionState.COMMIT_MESSAGE if msg.body == b"commit" else LocalTransactionState.UNKNOW
+
+    async def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
+        self.checked.set()
+        return LocalTransactionState.ROLLBACK_MESSAGE
+
+
+async def transactions(ns: str) -> tuple[SendResult, SendResult]:
+    listener = TxListener()
+    async with TransactionProducer("TraceTxPG", listener, namesrv_addr=ns, enable_trace=True) as p:
+        committed = await p.send_message_in_transaction(Message(TOPIC, b"commit", tags="tx"))
+        checked = await p.send_message_in_transaction(Message(TOPIC, b"check", keys="txk"))
+        async with asyncio.timeout(60):
+            await listener.checked.wait()
+        await asyncio.sleep(0.2)  # the answer to the check is traced just after
+    return committed, checked
 
 
 async def traffic(ns: str) -> tuple[list[SendResult], SendResult]:
@@ -103,13 +130,15 @@ def trace_json(ns: str, msg_id: str, *extra: str, subs: int = 1) -> Any:
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     tmp: Path = tmp_path_factory.mktemp("trace")
     conf = tmp / "broker.conf"
-    conf.write_text("traceTopicEnable=true\n", encoding="utf-8")
+    conf.write_text("traceTopicEnable=true\ntransactionTimeOut=1\ntransactionCheckInterval=200\n",
+                    encoding="utf-8")
     args = start_args(tmp / "store", conf)
     ns = f"127.0.0.1:{args[args.index('--namesrv-port') + 1]}"
     with ServerProcess(args, tmp / "start.log") as server:
         server.wait_ready()
         results, custom = asyncio.run(traffic(ns))
-        yield Env(ns, broker_addr(args), results, custom)
+        committed, checked = asyncio.run(transactions(ns))
+        yield Env(ns, broker_addr(args), results, custom, committed, checked)
         assert server.stop() == 0, server.log()
 
 
@@ -167,3 +196,23 @@ def test_a_custom_trace_topic_holds_its_producers_traces(env: Env) -> None:
     assert tr["traceTopic"] == CUSTOM_TRACE and tr["pubs"][0]["producerGroup"] == "TracePG2"
     r = admin("queryMsgTraceById", "-n", env.ns, "-i", env.custom.msg_id)
     assert r.exit_code == 1 and "no trace of message" in r.stderr
+
+
+def test_transactional_sends_write_half_pub_and_end_transaction_records(env: Env) -> None:
+    for res, state, from_check in ((env.committed, "COMMIT_MESSAGE", False),
+                                   (env.checked, "UNKNOW", False)):
+        tr = trace_json(env.ns, res.msg_id, subs=0)
+        (pub,) = tr["pubs"]
+        assert (pub["producerGroup"], pub["msgType"], pub["broker"]) == \
+            ("TraceTxPG", "Trans_Msg_Half", env.addr)
+        first = tr["endTransactions"][0]
+        assert (first["producerGroup"], first["state"], first["fromTransactionCheck"], first["broker"]) == \
+            ("TraceTxPG", state, from_check, env.addr)
+        assert first["transactionId"] == (res.transaction_id or res.msg_id)  # as END_TRANSACTION
+    deadline = time.monotonic() + 30
+    while len(tr["endTransactions"]) < 2:  # the check-back's answer
+        assert time.monotonic() < deadline, tr
+        time.sleep(0.2)
+        tr = trace_json(env.ns, env.checked.msg_id, subs=0)
+    assert [(e["state"], e["fromTransactionCheck"]) for e in tr["endTransactions"]] == \
+        [("UNKNOW", False), ("ROLLBACK_MESSAGE", True)]

@@ -59,6 +59,7 @@ from rocketlite.client.send_types import (
     select_by_hash,
 )
 from rocketlite.client.trace import TraceDispatcher
+from rocketlite.client.trace_codec import MessageType
 from rocketlite.common.errors import RemotingError
 from rocketlite.protocol.bodies import MessageQueue, TopicRouteData
 from rocketlite.protocol.codes import RequestCode
@@ -250,10 +251,11 @@ class Producer(SendPreparation):
         self._trace_pub(msg, result, started)
         return result
 
-    def _trace_pub(self, msg: Message, result: SendResult, started_ms: int) -> None:
+    def _trace_pub(self, msg: Message, result: SendResult, started_ms: int,
+                   msg_type: MessageType | None = None) -> None:
         if self.trace is not None and self.instance is not None:
             self.trace.pub(self.group, msg, result, started_ms,
-                           self.instance.broker_addr(result.queue.brokerName))
+                           self.instance.broker_addr(result.queue.brokerName), msg_type)
 
     def _trace_pub_done(self, msg: Message, started_ms: int, fut: asyncio.Future[SendResult]) -> None:
         if not fut.cancelled() and fut.exception() is None:

@@ -180,19 +180,33 @@ class TraceDispatcher:
         return not topic.startswith(self.topic)
 
     def pub(self, group: str, msg: Message, result: SendResult, started_ms: int,
-            store_host: str | None) -> None:
+            store_host: str | None, msg_type: MessageType | None = None) -> None:
         """A Pub record for a sent message (Java's ``SendMessageTraceHookImpl``)."""
         if not self.traces(msg.topic):
             return
         now = _now_ms()
         delayed = msg.delay_level > 0 or msg.deliver_time_ms is not None
+        if msg_type is None:
+            msg_type = MessageType.Delay_Msg if delayed else MessageType.Normal_Msg
         keys = msg.key_list()
         self.append([TraceRecord(
             TraceType.Pub, started_ms, result.region_id or DEFAULT_REGION, group, topic=msg.topic,
             msg_id=result.msg_id, tags=msg.tags, keys=props.KEY_SEPARATOR.join(keys) if keys else None,
             store_host=store_host, body_length=len(msg.body), cost_time=now - started_ms,
-            msg_type=MessageType.Delay_Msg if delayed else MessageType.Normal_Msg,
-            offset_msg_id=result.offset_msg_id, success=result.status.name == "SEND_OK")])
+            msg_type=msg_type, offset_msg_id=result.offset_msg_id, success=result.status.name == "SEND_OK")])
+
+    def end_transaction(self, group: str, topic: str, tags: str | None, keys: str | None,
+                        msg_id: str, store_host: str | None, state: str,
+                        transaction_id: str | None, from_check: bool) -> None:
+        """An EndTransaction record: how a producer ended a half message (Java's
+        ``EndTransactionTraceHookImpl``; the region is Java's default, the record carries no
+        send result)."""
+        if self.traces(topic):
+            self.append([TraceRecord(
+                TraceType.EndTransaction, _now_ms(), DEFAULT_REGION, group, topic=topic,
+                msg_id=msg_id, tags=tags, keys=keys or None, store_host=store_host,
+                msg_type=MessageType.Trans_msg_Commit, transaction_id=transaction_id,
+                transaction_state=state, from_transaction_check=from_check)])
 
     def sub_before(self, group: str, msgs: Sequence[MessageExt]) -> list[TraceRecord]:
         """SubBefore records for a batch handed to a handler (Java's

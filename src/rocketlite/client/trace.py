@@ -5,10 +5,12 @@ RocketMQ's format (``trace_codec``), as Java's ``AsyncTraceDispatcher`` writes t
 Tracing stays off the hot path: the hooks build records and ``append`` them to a bounded queue
 (1024 records, Java's size); a full queue drops the records and counts them (``discarded``),
 never slowing or failing the user's send or handler. A background task takes up to 100 records
-at a time, joins them into trace messages of at most ~118 KB (Java's 128000 - 10000) and sends
-each through an inner producer of group ``_INNER_TRACE_PRODUCER``, keyed by the traced msgIds and
-the messages' KEYS, so QUERY_MESSAGE by either (``admin queryMsgTraceById``) finds them. A trace
-send that fails is logged and counted (``failed``), not retried (as Java).
+at a time (waiting 5 ms for more when fewer are queued, so a slow trickle of sends does not cost
+a trace message each), joins them into trace messages of at most ~118 KB (Java's 128000 - 10000)
+and sends each through an inner producer of group ``_INNER_TRACE_PRODUCER``, up to 4 at once
+(Java sends from a pool of threads), keyed by the traced msgIds and the messages' KEYS, so
+QUERY_MESSAGE by either (``admin queryMsgTraceById``) finds them. A trace send that fails is
+logged and counted (``failed``), not retried (as Java).
 """
 
 from __future__ import annotations
@@ -44,8 +46,9 @@ log = logging.getLogger(__name__)
 QUEUE_SIZE = 1024
 BATCH_SIZE = 100
 MAX_TRACE_BODY = 128_000 - 10_000
+MAX_IN_FLIGHT = 4
 LINGER_S = 0.005
-"""How long the sender waits after the first record of a batch for more (Java polls 5 ms)."""
+"""How long the sender waits for a batch to fill (Java polls 5 ms for each record)."""
 FLUSH_S = 2.0
 
 
@@ -66,7 +69,7 @@ class TraceDispatcher:
 
     def __init__(self, config: ClientConfig, topic: str | None = None, *,
                  queue_size: int = QUEUE_SIZE, batch_size: int = BATCH_SIZE,
-                 max_body: int = MAX_TRACE_BODY) -> None:
+                 max_body: int = MAX_TRACE_BODY, max_in_flight: int = MAX_IN_FLIGHT) -> None:
         self.config = config
         self.topic = topic or TRACE_TOPIC
         self.queue_size = queue_size
@@ -77,9 +80,11 @@ class TraceDispatcher:
         self.failed = 0
         self._queue: collections.deque[TraceRecord] = collections.deque()
         self._wake: asyncio.Event | None = None
-        self._idle: asyncio.Event | None = None
+        self._working = False  # a batch taken from the queue is being encoded and launched
         self._task: asyncio.Task[None] | None = None
         self._producer: TraceSender | None = None
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._sends: set[asyncio.Task[None]] = set()
         self._request_ids = UniqKeyGenerator()
 
     async def start(self, sender: TraceSender | None = None) -> None:
@@ -98,8 +103,6 @@ class TraceDispatcher:
             sender = producer
         self._producer = sender
         self._wake = asyncio.Event()
-        self._idle = asyncio.Event()
-        self._idle.set()
         self._task = asyncio.create_task(self._run(), name="rocketlite-trace-dispatcher")
 
     async def shutdown(self, flush_s: float = FLUSH_S) -> None:
@@ -109,18 +112,17 @@ class TraceDispatcher:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(flush_s):
                 await self.flush()
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+        for t in (self._task, *self._sends):
+            t.cancel()
+        await asyncio.gather(self._task, *self._sends, return_exceptions=True)
         self._task = None
         if self._producer is not None:
             await self._producer.shutdown()
 
     async def flush(self) -> None:
         """Wait until every queued record has been sent (or failed)."""
-        while self._idle is not None and (self._queue or not self._idle.is_set()):
-            await self._idle.wait()
-            await asyncio.sleep(0)
+        while self._task is not None and (self._queue or self._sends or self._working):  # noqa: ASYNC110
+            await asyncio.sleep(0.01)  # three conditions polled: only shutdown and benches wait here
 
     # -- the queue ------------------------------------------------------------------------------
 
@@ -133,21 +135,21 @@ class TraceDispatcher:
                 log.info("trace queue full: %d record(s) discarded so far", self.discarded)
             return False
         self._queue.extend(records)
-        if self._idle is not None:
-            self._idle.clear()
         self._wake.set()
         return True
 
     async def _run(self) -> None:
-        assert self._wake is not None and self._idle is not None
+        assert self._wake is not None
         while True:
             if not self._queue:
-                self._idle.set()
                 await self._wake.wait()
                 self._wake.clear()
+            self._working = True
+            if len(self._queue) < self.batch_size:
                 await asyncio.sleep(LINGER_S)
             batch = [self._queue.popleft() for _ in range(min(self.batch_size, len(self._queue)))]
             await self._send_records(batch)
+            self._working = False
 
     async def _send_records(self, records: list[TraceRecord]) -> None:
         data: list[str] = []
@@ -159,10 +161,21 @@ class TraceDispatcher:
             size += len(text)
             keys.update(dict.fromkeys(k for ks in record_keys(r) for k in ks.split(props.KEY_SEPARATOR) if k))
             if size >= self.max_body:
-                await self._send("".join(data), list(keys))
+                await self._launch("".join(data), list(keys))
                 data, size, keys = [], 0, {}
         if data:
-            await self._send("".join(data), list(keys))
+            await self._launch("".join(data), list(keys))
+
+    async def _launch(self, data: str, keys: list[str]) -> None:
+        """Start sending one trace message once fewer than ``max_in_flight`` are in flight."""
+        await self._slots.acquire()
+        task = asyncio.create_task(self._send(data, keys))
+        self._sends.add(task)
+        task.add_done_callback(self._sent)
+
+    def _sent(self, task: asyncio.Task[None]) -> None:
+        self._sends.discard(task)
+        self._slots.release()
 
     async def _send(self, data: str, keys: list[str]) -> None:
         assert self._producer is not None

@@ -18,9 +18,12 @@ class Sender:
         self.fail = fail
         self.gate = asyncio.Event()
         self.gate.set()
+        self.waiting = 0
 
     async def send(self, msg: Message) -> None:
+        self.waiting += 1
         await self.gate.wait()
+        self.waiting -= 1
         if self.fail:
             raise RuntimeError("broker gone")
         self.sent.append(msg)
@@ -70,14 +73,14 @@ async def test_a_batch_is_split_at_the_body_limit() -> None:
 
 
 async def test_a_full_queue_drops_and_counts_without_blocking() -> None:
-    d, s = dispatcher(queue_size=10, batch_size=5), Sender()
+    d, s = dispatcher(queue_size=10, batch_size=5, max_in_flight=1), Sender()
     s.gate.clear()  # the sender hangs: records pile up
     await d.start(s)
     accepted = sum(d.append([sub_before(i)]) for i in range(40))
     await asyncio.sleep(0.05)
     accepted += sum(d.append([sub_before(i)]) for i in range(40, 60))
     assert accepted < 60 and d.discarded == 60 - accepted
-    assert accepted <= 10 + 5  # the queue, plus the batch the sender holds
+    assert 10 <= accepted <= 10 + 2 * 5  # the queue, the batch in flight, the one waiting its turn
     s.gate.set()
     await d.flush()
     await d.shutdown()
@@ -97,3 +100,27 @@ def test_records_appended_before_start_are_discarded() -> None:
     d = dispatcher()
     assert not d.append([sub_before(1)])
     assert d.discarded == 1
+
+
+async def test_up_to_max_in_flight_trace_messages_go_at_once() -> None:
+    d, s = dispatcher(max_in_flight=4), Sender()
+    s.gate.clear()
+    await d.start(s)
+    d.append([sub_before(i) for i in range(700)])
+    await asyncio.sleep(0.05)
+    assert s.waiting == 4 and not s.sent
+    s.gate.set()
+    await d.flush()
+    await d.shutdown()
+    assert len(s.sent) == 7
+
+
+async def test_a_trickle_of_records_shares_one_trace_message() -> None:
+    d, s = dispatcher(), Sender()
+    await d.start(s)
+    for i in range(10):  # one at a time, as sync sends would add them
+        d.append([sub_before(i)])
+        await asyncio.sleep(0)
+    await d.flush()
+    await d.shutdown()
+    assert len(s.sent) == 1 and len(decode(s.sent[0].body.decode())) == 10

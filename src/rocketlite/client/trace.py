@@ -21,10 +21,11 @@ import contextlib
 import logging
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from rocketlite.client.instance import ClientConfig
 from rocketlite.client.message import Message, MessageExt, UniqKeyGenerator
+from rocketlite.client.send_types import SendResult, SendStatus
 from rocketlite.client.trace_codec import (
     DEFAULT_REGION,
     TRACE_PRODUCER_GROUP,
@@ -37,9 +38,6 @@ from rocketlite.client.trace_codec import (
     record_keys,
 )
 from rocketlite.formats import properties as props
-
-if TYPE_CHECKING:
-    from rocketlite.client.send_types import SendResult
 
 log = logging.getLogger(__name__)
 
@@ -198,15 +196,16 @@ class TraceDispatcher:
         if not self.traces(msg.topic):
             return
         now = _now_ms()
-        delayed = msg.delay_level > 0 or msg.deliver_time_ms is not None
         if msg_type is None:
+            delayed = msg.delay_level > 0 or msg.deliver_time_ms is not None
             msg_type = MessageType.Delay_Msg if delayed else MessageType.Normal_Msg
-        keys = msg.key_list()
+        keys = msg.key_list() if msg.keys else None
         self.append([TraceRecord(
             TraceType.Pub, started_ms, result.region_id or DEFAULT_REGION, group, topic=msg.topic,
             msg_id=result.msg_id, tags=msg.tags, keys=props.KEY_SEPARATOR.join(keys) if keys else None,
             store_host=store_host, body_length=len(msg.body), cost_time=now - started_ms,
-            msg_type=msg_type, offset_msg_id=result.offset_msg_id, success=result.status.name == "SEND_OK")])
+            msg_type=msg_type, offset_msg_id=result.offset_msg_id,
+            success=result.status is SendStatus.SEND_OK)])
 
     def end_transaction(self, group: str, topic: str, tags: str | None, keys: str | None,
                         msg_id: str, store_host: str | None, state: str,

@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -257,9 +256,6 @@ class Producer(SendPreparation):
             self.trace.pub(self.group, msg, result, started_ms,
                            self.instance.broker_addr(result.queue.brokerName), msg_type)
 
-    def _trace_pub_done(self, msg: Message, started_ms: int, fut: asyncio.Future[SendResult]) -> None:
-        if not fut.cancelled() and fut.exception() is None:
-            self._trace_pub(msg, fut.result(), started_ms)
 
     async def send_batch(self, msgs: Sequence[Message], queue: MessageQueue | None = None,
                          *, timeout: float | None = None) -> SendResult:  # noqa: ASYNC109
@@ -375,8 +371,7 @@ class Producer(SendPreparation):
         if p is None:  # not a plain message (or a bad one): the general path
             p = self._prepare(msg, _AsyncSend)
         fut: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
-        if self.trace is not None:
-            fut.add_done_callback(functools.partial(self._trace_pub_done, msg, time.time_ns() // 1_000_000))
+        p.traced = None if self.trace is None else (msg, time.time_ns() // 1_000_000)
         if callback is not None:
             fut.add_done_callback(callback)
         p.fut = fut
@@ -491,6 +486,8 @@ class Producer(SendPreparation):
             self._fault(p.mq.brokerName, p.started, isolation=False)
             if not fut.done() and result is not None:
                 fut.set_result(result)
+                if p.traced is not None:
+                    self._trace_pub(p.traced[0], result, p.traced[1])
         self._next_from_backlog()
 
     def _next_from_backlog(self) -> None:

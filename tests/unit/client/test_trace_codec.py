@@ -106,3 +106,24 @@ def test_any_records_round_trip(rs: list[TraceRecord]) -> None:
     body = encode(rs)
     assert decode(body) == rs
     assert body.count("\x02") == len(rs)
+
+
+def test_the_pub_of_javas_encoder_test() -> None:
+    # TraceDataEncoderTest's Pub (apache/rocketmq client tests), field by field, at a fixed time.
+    java = "\x01".join(["Pub", "1700000000000", "DefaultRegion", "PID-test", "topic-test",
+                        "AC1415116D1418B4AAC217FE1B4E0000", "Tags", "Keys", "127.0.0.1:10911", "26",
+                        "245", "0", "0A9A002600002A9F0000000000002329", "true"]) + "\x02"
+    r = TraceRecord(TraceType.Pub, 1700000000000, "DefaultRegion", "PID-test", topic="topic-test",
+                    msg_id="AC1415116D1418B4AAC217FE1B4E0000", tags="Tags", keys="Keys",
+                    store_host="127.0.0.1:10911", body_length=26, cost_time=245,
+                    offset_msg_id="0A9A002600002A9F0000000000002329", success=True)
+    assert encode_record(r) == java and decode(java) == [r]
+    assert len(record_keys(r)) == 2  # transKey: the msgId and the keys
+
+
+def test_a_seven_field_sub_after_of_older_clients() -> None:
+    # Before the trailing timestamp, a SubAfter had 7 fields (the context code last).
+    [r] = decode("SubAfter\x013455848576927\x01AC1415116D1418B4AAC217FE1B4E0000\x0120\x01true\x01keys"
+                 "\x0198623046\x02")
+    assert (r.request_id, r.cost_time, r.success, r.keys, r.context_code, r.timestamp) == \
+        ("3455848576927", 20, True, "keys", 98623046, 0)

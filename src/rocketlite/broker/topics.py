@@ -71,10 +71,12 @@ client's send to one is refused with NO_PERMISSION."""
 
 
 def is_system_topic(topic: str, config: BrokerConfig) -> bool:
+    """Java's ``TopicValidator.isSystemTopic`` (the trace topic is one when the broker made it)."""
     return (
         topic in (AUTO_CREATE_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT, SCHEDULE_TOPIC,
                   config.broker_cluster_name, config.broker_name)
         or topic.startswith(SYSTEM_TOPIC_PREFIX)
+        or (config.trace_topic_enable and topic == config.msg_trace_topic_name)
     )
 
 

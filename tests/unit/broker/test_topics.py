@@ -55,6 +55,8 @@ def test_trace_topic_with_trace_topic_enable(tmp_path: Path) -> None:
     m = manager(tmp_path, trace_topic_enable=True)
     tc = m.get("RMQ_SYS_TRACE_TOPIC")
     assert tc is not None and (tc.readQueueNums, tc.writeQueueNums, tc.perm) == (1, 1, RW)
+    assert is_system_topic("RMQ_SYS_TRACE_TOPIC", m.config)  # Java adds it to the system topics
+    assert not is_system_topic("RMQ_SYS_TRACE_TOPIC", manager(tmp_path).config)
     named = manager(tmp_path, trace_topic_enable=True, msg_trace_topic_name="MyTrace")
     assert named.get("MyTrace") is not None and named.get("RMQ_SYS_TRACE_TOPIC") is None
 

@@ -127,3 +127,17 @@ def test_a_seven_field_sub_after_of_older_clients() -> None:
                  "\x0198623046\x02")
     assert (r.request_id, r.cost_time, r.success, r.keys, r.context_code, r.timestamp) == \
         ("3455848576927", 20, True, "keys", 98623046, 0)
+
+
+def test_the_records_of_the_cpp_client() -> None:
+    # rocketmq-client-cpp 2.x's TraceUtil: empty text where Java writes null, keys "dKey" when a
+    # consumed message has none, and a 6-field SubAfter (no context code, no time).
+    body = ("Pub\x011700000000000\x01DefaultRegion\x01PG\x01T\x01ID1\x01\x01\x01127.0.0.1:10911\x013"
+            "\x012\x010\x01OFF1\x01true\x02"
+            "SubBefore\x011700000000005\x01DefaultRegion\x01CG\x01REQ\x01ID1\x010\x01dKey\x02"
+            "SubAfter\x01REQ\x01ID1\x011\x01true\x01dKey\x02")
+    pub, before, after = decode(body)
+    assert (pub.tags, pub.keys, pub.offset_msg_id, pub.success) == ("", "", "OFF1", True)
+    assert (before.group, before.request_id, before.keys) == ("CG", "REQ", "dKey")
+    assert (after.request_id, after.cost_time, after.success, after.context_code, after.timestamp) == \
+        ("REQ", 1, True, 0, 0)

@@ -3,8 +3,9 @@ Producer and a PushConsumer with ``enable_trace`` write Pub / SubBefore / SubAft
 ``RMQ_SYS_TRACE_TOPIC`` (created by the broker at start, one queue), found by msgId in the
 broker's index and decoded with the codec; ``admin queryMsgTraceById --json`` shows who sent each
 message, when it was stored, and each consumption with its result (success, a failure status, an
-exception). A TransactionProducer writes Trans_Msg_Half Pub and EndTransaction records, its own
-decision and a check-back's. A producer with its own trace topic writes there and only there."""
+exception), and a LitePullConsumer's polls. A TransactionProducer writes Trans_Msg_Half Pub and
+EndTransaction records, its own decision and a check-back's. A producer with its own trace topic
+writes there and only there."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from typer.testing import CliRunner, Result
 from brokerhelp import ServerProcess, broker_addr, start_args
 from rocketlite.cli.main import app
 from rocketlite.client.instance import ClientConfig
+from rocketlite.client.lite_pull_consumer import LitePullConsumer
 from rocketlite.client.message import Message, MessageExt
 from rocketlite.client.producer import Producer
 from rocketlite.client.push_consumer import ConsumeStatus, PushConsumer
@@ -107,6 +109,14 @@ async def traffic(ns: str) -> tuple[list[SendResult], SendResult]:
                 await all_seen.wait()
         finally:
             await c.shutdown()
+        lite = LitePullConsumer("TraceLPG", enable_trace=True,
+                                consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+                                config=ClientConfig(namesrv_addr=ns, rebalance_interval=0.5))
+        lite.subscribe(TOPIC, "*")
+        polled: set[bytes] = set()
+        async with lite, asyncio.timeout(60):
+            while polled < {b"m0", b"m1", b"m2"}:
+                polled.update(m.body for m in await lite.poll(1.0))
     async with Producer("TracePG2", namesrv_addr=ns, enable_trace=True, trace_topic=CUSTOM_TRACE) as p2:
         custom = await p2.send(Message(TOPIC, b"custom"))
     return results, custom
@@ -216,3 +226,9 @@ def test_transactional_sends_write_half_pub_and_end_transaction_records(env: Env
         tr = trace_json(env.ns, env.checked.msg_id, subs=0)
     assert [(e["state"], e["fromTransactionCheck"]) for e in tr["endTransactions"]] == \
         [("UNKNOW", False), ("ROLLBACK_MESSAGE", True)]
+
+
+def test_a_lite_pull_consumers_polls_are_traced_as_consumed(env: Env) -> None:
+    tr = trace_json(env.ns, env.results[0].msg_id, subs=2)
+    lite = [s for s in tr["subs"] if s["consumerGroup"] == "TraceLPG"]
+    assert [(s["success"], s["status"], s["retryTimes"]) for s in lite] == [(True, "SUCCESS", 0)]

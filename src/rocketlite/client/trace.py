@@ -86,7 +86,9 @@ class TraceDispatcher:
         self._request_ids = UniqKeyGenerator()
 
     async def start(self, sender: TraceSender | None = None) -> None:
-        """Start the sending task, through ``sender`` or (by default) a new inner producer."""
+        """Start the sending task, through ``sender`` or (by default) a new inner producer. An
+        inner producer that cannot start is logged and tracing stays off (records are counted
+        as discarded), as Java only warns: the traced client works on."""
         # imported here: the producer module imports this one
         from rocketlite.client.producer import Producer
 
@@ -97,7 +99,13 @@ class TraceDispatcher:
                 namesrv_addr=self.config.namesrv_addr, client_ip=self.config.client_ip,
                 instance_name=f"PID_CLIENT_INNER_TRACE_PRODUCER_{self.config.namesrv_addr}",
                 request_timeout=self.config.request_timeout), send_timeout=5.0)
-            await producer.start()
+            try:
+                await producer.start()
+            except Exception as e:  # noqa: BLE001 - tracing must not stop the traced client
+                log.warning("message trace is off: its producer cannot start: %s", e)
+                with contextlib.suppress(Exception):
+                    await producer.shutdown()
+                return
             sender = producer
         self._producer = sender
         self._wake = asyncio.Event()

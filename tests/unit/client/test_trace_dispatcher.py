@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from rocketlite.client.instance import ClientConfig
 from rocketlite.client.message import Message
 from rocketlite.client.trace import TraceDispatcher
@@ -124,3 +126,11 @@ async def test_a_trickle_of_records_shares_one_trace_message() -> None:
     await d.flush()
     await d.shutdown()
     assert len(s.sent) == 1 and len(decode(s.sent[0].body.decode())) == 10
+
+
+async def test_a_trace_producer_that_cannot_start_leaves_tracing_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NAMESRV_ADDR", raising=False)
+    d = TraceDispatcher(ClientConfig(namesrv_addr=""))  # no NameServer: the inner producer fails
+    await d.start()  # logged, not raised
+    assert not d.append([sub_before(1)]) and d.discarded == 1
+    await d.shutdown()

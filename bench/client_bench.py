@@ -122,8 +122,8 @@ async def run_consume(ns: str, p: Producer, body: bytes, preload: int, pid: int 
 
 
 def _trace_counts(d: TraceDispatcher | None) -> dict[str, object]:
-    """With ``--trace``: the trace messages sent and the records dropped by the full queue."""
-    return {} if d is None else {"trace_msgs": d.sent, "trace_dropped": d.discarded}
+    """With ``--trace``: the trace messages sent and failed, the records dropped by the full queue."""
+    return {} if d is None else {"trace_msgs": d.sent, "trace_failed": d.failed, "trace_dropped": d.discarded}
 
 
 async def scenario(args: argparse.Namespace, name: str, ns: str, pid: int | None) -> dict[str, object]:
@@ -281,8 +281,8 @@ def main() -> None:
                        else stack.enter_context(broker_process("ASYNC_FLUSH"))[2:0:-1])
             coro = scenario(args, name, ns, pid)
             r = uvloop.run(coro) if uvloop else asyncio.run(coro)
-        traced = (f"  trace: {r['trace_msgs']:,} trace messages, {r['trace_dropped']:,} records dropped"
-                  if "trace_msgs" in r else "")
+        traced = (f"  trace: {r['trace_msgs']:,} trace messages ({r['trace_failed']} failed), "
+                  f"{r['trace_dropped']:,} records dropped" if "trace_msgs" in r else "")
         print(fmt(label, r) + f"  ({r['messages']:,} messages){traced}", flush=True)
 
 

@@ -7,10 +7,11 @@ Tracing stays off the hot path: the hooks build records and ``append`` them to a
 never slowing or failing the user's send or handler. A background task takes up to 100 records
 at a time (waiting 5 ms for more when fewer are queued, so a slow trickle of sends does not cost
 a trace message each), joins them into trace messages of at most ~118 KB (Java's 128000 - 10000)
-and sends each through an inner producer of group ``_INNER_TRACE_PRODUCER``, up to 4 at once
-(Java sends from a pool of threads), keyed by the traced msgIds and the messages' KEYS, so
-QUERY_MESSAGE by either (``admin queryMsgTraceById``) finds them. A trace send that fails is
-logged and counted (``failed``), not retried (as Java).
+and 16000 characters of keys (the properties' length is a 16-bit field), and sends each through
+an inner producer of group ``_INNER_TRACE_PRODUCER``, up to 4 at once (Java sends from a pool of
+threads), keyed by the traced msgIds and the messages' KEYS, so QUERY_MESSAGE by either (``admin
+queryMsgTraceById``) finds them. A trace send that fails is logged and counted (``failed``), not
+retried (as Java).
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ log = logging.getLogger(__name__)
 QUEUE_SIZE = 1024
 BATCH_SIZE = 100
 MAX_TRACE_BODY = 128_000 - 10_000
+MAX_KEYS_CHARS = 16_000
+"""A trace message's KEYS stay below this (its properties' length is a 16-bit field)."""
 MAX_IN_FLIGHT = 4
 LINGER_S = 0.005
 """How long the sender waits for a batch to fill (Java polls 5 ms for each record)."""
@@ -122,6 +125,7 @@ class TraceDispatcher:
             t.cancel()
         await asyncio.gather(self._task, *self._sends, return_exceptions=True)
         self._task = None
+        self._wake = None  # later records are discarded
         if self._producer is not None:
             await self._producer.shutdown()
 
@@ -138,7 +142,8 @@ class TraceDispatcher:
         if self._wake is None or len(self._queue) + len(records) > self.queue_size:
             self.discarded += len(records)
             if self.discarded == len(records) or self.discarded % 1000 < len(records):
-                log.info("trace queue full: %d record(s) discarded so far", self.discarded)
+                log.info("trace queue full (or tracing off): %d record(s) discarded so far",
+                         self.discarded)
             return False
         self._queue.extend(records)
         self._wake.set()
@@ -159,16 +164,20 @@ class TraceDispatcher:
 
     async def _send_records(self, records: list[TraceRecord]) -> None:
         data: list[str] = []
-        size = 0
+        size = keys_size = 0
         keys: dict[str, None] = {}
         for r in records:
             text = encode_record(r)
             data.append(text)
             size += len(text)
-            keys.update(dict.fromkeys(k for ks in record_keys(r) for k in ks.split(props.KEY_SEPARATOR) if k))
-            if size >= self.max_body:
+            for ks in record_keys(r):
+                for k in ks.split(props.KEY_SEPARATOR):
+                    if k and k not in keys:
+                        keys[k] = None
+                        keys_size += len(k) + 1
+            if size >= self.max_body or keys_size >= MAX_KEYS_CHARS:
                 await self._launch("".join(data), list(keys))
-                data, size, keys = [], 0, {}
+                data, size, keys_size, keys = [], 0, 0, {}
         if data:
             await self._launch("".join(data), list(keys))
 

@@ -134,3 +134,16 @@ async def test_a_trace_producer_that_cannot_start_leaves_tracing_off(monkeypatch
     await d.start()  # logged, not raised
     assert not d.append([sub_before(1)]) and d.discarded == 1
     await d.shutdown()
+
+
+async def test_a_trace_message_keeps_its_keys_below_the_property_limit() -> None:
+    d, s = dispatcher(), Sender()
+    await d.start(s)
+    d.append([sub_before(i, keys="k" * 400 + str(i)) for i in range(100)])  # 40 KB of keys
+    await d.flush()
+    await d.shutdown()
+    assert len(s.sent) >= 3
+    for m in s.sent:
+        assert len(" ".join(m.key_list())) < 16_000 + 500
+    assert sum(len(decode(m.body.decode())) for m in s.sent) == 100
+    assert not d.append([sub_before(1)])  # after shutdown: discarded

@@ -4,6 +4,7 @@ shows (compare with ``broker_bench.py``, whose lean hand-rolled client spends as
 
     python bench/client_bench.py                      # start a broker, run every scenario
     python bench/client_bench.py --scenario async --seconds 10
+    python bench/client_bench.py --scenario async --trace   # with enable_trace (message trace)
 
 Scenarios:
   sync     ``await producer.send()`` in a loop: one in flight, bounded by the round trip
@@ -35,6 +36,7 @@ from rocketlite.client.instance import ClientConfig, ClientInstance
 from rocketlite.client.message import Message, MessageExt
 from rocketlite.client.producer import Producer
 from rocketlite.client.push_consumer import ConsumeStatus, PushConsumer
+from rocketlite.client.trace import TraceDispatcher
 from rocketlite.protocol.bodies import BrokerData, ConsumeFromWhere, QueueData, TopicRouteData
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.remoting.connection import Connection
@@ -88,7 +90,8 @@ async def run_batch(p: Producer, body: bytes, seconds: float, window: int, batch
     return {"messages": sent, "msgs_per_s": sent / (time.perf_counter() - t0)}
 
 
-async def run_consume(ns: str, p: Producer, body: bytes, preload: int, pid: int | None) -> dict[str, object]:
+async def run_consume(ns: str, p: Producer, body: bytes, preload: int, pid: int | None,
+                      trace: bool = False) -> dict[str, object]:
     msgs = [Message("BenchConsumeC", body) for _ in range(250)]
     for _ in range(preload // 250):
         await p.send_batch(msgs)
@@ -103,7 +106,7 @@ async def run_consume(ns: str, p: Producer, body: bytes, preload: int, pid: int 
         return ConsumeStatus.CONSUME_SUCCESS
 
     c = PushConsumer("BenchGroup", config=ClientConfig(namesrv_addr=ns), pull_batch_size=32,
-                     consume_message_batch_max_size=32,
+                     consume_message_batch_max_size=32, enable_trace=trace,
                      consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
     c.subscribe("BenchConsumeC")
     c.register_listener(handler)
@@ -115,16 +118,21 @@ async def run_consume(ns: str, p: Producer, body: bytes, preload: int, pid: int 
             await finished.wait()
     elapsed = time.perf_counter() - t0
     await c.shutdown()
-    return {"messages": got, "msgs_per_s": got / elapsed, **cpu.result(got)}
+    return {"messages": got, "msgs_per_s": got / elapsed, **cpu.result(got), **_trace_counts(c.trace)}
+
+
+def _trace_counts(d: TraceDispatcher | None) -> dict[str, object]:
+    """With ``--trace``: the trace messages sent and failed, the records dropped by the full queue."""
+    return {} if d is None else {"trace_msgs": d.sent, "trace_failed": d.failed, "trace_dropped": d.discarded}
 
 
 async def scenario(args: argparse.Namespace, name: str, ns: str, pid: int | None) -> dict[str, object]:
     body = os.urandom(args.size)
-    async with Producer("BenchProducer", namesrv_addr=ns) as p:
+    async with Producer("BenchProducer", namesrv_addr=ns, enable_trace=args.trace) as p:
         await p.send(Message("BenchClient", body))  # routes, connection, topic creation
         await p.send(Message("BenchBatch", body))
         if name == "consume":
-            return await run_consume(ns, p, body, args.preload, pid)
+            return await run_consume(ns, p, body, args.preload, pid, args.trace)
         cpu = CpuMeter(pid)
         if name == "sync":
             r = await run_sync(p, body, args.seconds)
@@ -133,6 +141,9 @@ async def scenario(args: argparse.Namespace, name: str, ns: str, pid: int | None
         else:
             r = await run_batch(p, body, args.seconds, max(1, args.window // 16), args.batch)
         r.update(cpu.result(int(r["messages"])))  # type: ignore[call-overload]
+        if p.trace is not None:
+            await p.trace.flush()
+        r.update(_trace_counts(p.trace))
         return r
 
 
@@ -248,6 +259,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--preload", type=int, default=200_000)
     ap.add_argument("--messages", type=int, default=200_000, help="micro: messages sent")
+    ap.add_argument("--trace", action="store_true", help="producer and consumer with enable_trace")
     args = ap.parse_args()
     try:
         import uvloop
@@ -269,7 +281,9 @@ def main() -> None:
                        else stack.enter_context(broker_process("ASYNC_FLUSH"))[2:0:-1])
             coro = scenario(args, name, ns, pid)
             r = uvloop.run(coro) if uvloop else asyncio.run(coro)
-        print(fmt(label, r) + f"  ({r['messages']:,} messages)", flush=True)
+        traced = (f"  trace: {r['trace_msgs']:,} trace messages ({r['trace_failed']} failed), "
+                  f"{r['trace_dropped']:,} records dropped" if "trace_msgs" in r else "")
+        print(fmt(label, r) + f"  ({r['messages']:,} messages){traced}", flush=True)
 
 
 if __name__ == "__main__":

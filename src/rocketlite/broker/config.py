@@ -48,6 +48,8 @@ popAckTimeInterval                pop_ack_time_interval               1000      
 enableControllerMode              enable_controller_mode              false
 controllerAddr                    controller_addr                     (none)              etcd://host:port
 controllerLeaseTtl                controller_lease_ttl                3                   s
+traceTopicEnable                  trace_topic_enable                  false
+msgTraceTopicName                 msg_trace_topic_name                RMQ_SYS_TRACE_TOPIC
 ================================  ==================================  ==================  =====
 
 The Remoting keys bound what one client can cost the broker (``remoting/limits.py``):
@@ -81,6 +83,9 @@ Controller mode (issue 20, ``broker/ha/role.py``): with ``enableControllerMode=t
 registers its replica with a lease of ``controllerLeaseTtl`` seconds (not a RocketMQ key) and
 takes the role the controller's state names; ``brokerRole`` is then only the role it runs as
 when master (SLAVE there means ASYNC_MASTER), and ``brokerId`` (above 0) names the replica.
+
+With ``traceTopicEnable`` the broker creates the message trace topic ``msgTraceTopicName`` (one
+queue) at start, as Java does, for clients that write traces (``client/trace.py``).
 
 Outside controller mode ``brokerId`` must agree with the store's ``brokerRole`` (``check_role``):
 0 for ASYNC_MASTER and SYNC_MASTER, more than 0 for a SLAVE, which also needs ``haMasterAddress``
@@ -176,6 +181,8 @@ class BrokerConfig:
     enable_controller_mode: bool = field(default=False, metadata=_key("enableControllerMode"))
     controller_addr: str = field(default="", metadata=_key("controllerAddr"))
     controller_lease_ttl: int = field(default=3, metadata=_key("controllerLeaseTtl"))
+    trace_topic_enable: bool = field(default=False, metadata=_key("traceTopicEnable"))
+    msg_trace_topic_name: str = field(default="RMQ_SYS_TRACE_TOPIC", metadata=_key("msgTraceTopicName"))
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -6,8 +6,8 @@ version; the broker registers with its NameServers after each change so routes f
 
 Built-in topics (Java's ``TopicConfigManager`` constructor): ``SELF_TEST_TOPIC``, ``TBW102``
 (when ``autoCreateTopicEnable``; its INHERIT bit lets sends create topics from it), the cluster
-and broker name topics, ``OFFSET_MOVED_EVENT`` and ``SCHEDULE_TOPIC_XXXX`` (18 queues, one per
-delay level).
+and broker name topics, ``OFFSET_MOVED_EVENT``, ``SCHEDULE_TOPIC_XXXX`` (18 queues, one per
+delay level) and, with ``traceTopicEnable``, the trace topic ``msgTraceTopicName`` (one queue).
 
 Auto-creation on send (``createTopicInSendMessageMethod``): an unknown topic is created from the
 request's ``defaultTopic`` when that topic exists and may be inherited, with
@@ -77,10 +77,12 @@ it: "conflict with AUTO_CREATE_TOPIC_KEY_TOPIC")."""
 
 
 def is_system_topic(topic: str, config: BrokerConfig) -> bool:
+    """Java's ``TopicValidator.isSystemTopic`` (the trace topic is one when the broker made it)."""
     return (
         topic in (AUTO_CREATE_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT, SCHEDULE_TOPIC,
                   config.broker_cluster_name, config.broker_name)
         or topic.startswith(SYSTEM_TOPIC_PREFIX)
+        or (config.trace_topic_enable and topic == config.msg_trace_topic_name)
     )
 
 
@@ -119,6 +121,9 @@ class TopicConfigManager:
             TopicConfig(topicName=OFFSET_MOVED_EVENT, readQueueNums=1, writeQueueNums=1),
             TopicConfig(topicName=SCHEDULE_TOPIC, readQueueNums=18, writeQueueNums=18),
         ]
+        if cfg.trace_topic_enable:
+            builtin.append(TopicConfig(topicName=cfg.msg_trace_topic_name, readQueueNums=1,
+                                       writeQueueNums=1))
         if cfg.auto_create_topic_enable:
             n = cfg.default_topic_queue_nums
             builtin.append(TopicConfig(topicName=AUTO_CREATE_TOPIC, readQueueNums=n,

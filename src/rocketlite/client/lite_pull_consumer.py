@@ -15,6 +15,10 @@ committed to the offset store (in memory) at the next poll and persisted by the 
 periodic persist; otherwise :meth:`commit` / :meth:`commit_sync` do it. :meth:`seek` moves a queue
 (its buffer is discarded and its pull restarted). Lite pull consumers do not follow the group's
 retry topic: nothing is ever sent back.
+
+With ``enable_trace`` each poll that returns messages writes their SubBefore and SubAfter records
+(success; Java's ``DefaultLitePullConsumerImpl.poll`` runs its consume hooks so) to the trace
+topic (``trace_topic``, default ``RMQ_SYS_TRACE_TOPIC``) through a ``trace.TraceDispatcher``.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from rocketlite.client.errors import MQBrokerError, MQClientError
 from rocketlite.client.message import MessageExt
 from rocketlite.client.offset_store import ReadOffsetType
 from rocketlite.client.route import subscribe_queues
+from rocketlite.client.trace import TraceDispatcher
+from rocketlite.client.trace_codec import ConsumeReturnType
 from rocketlite.common.errors import RemotingError
 from rocketlite.protocol.bodies import ConsumeType, MessageQueue
 
@@ -115,9 +121,12 @@ class LitePullConsumer(ConsumerBase):
         pull_threshold_for_queue: int = 1000,
         broker_suspend_max: float = 15.0,
         pull_error_delay: float = 1.0,
+        enable_trace: bool = False,
+        trace_topic: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(group, **kwargs)
+        self.trace = TraceDispatcher(self.config, trace_topic) if enable_trace else None
         if pull_batch_size < 1 or pull_threshold_for_queue < 1:
             raise MQClientError("pull_batch_size and pull_threshold_for_queue must be positive")
         self.auto_commit = auto_commit
@@ -157,6 +166,8 @@ class LitePullConsumer(ConsumerBase):
     async def start(self) -> None:
         if self._started:
             return
+        if self.trace is not None:
+            await self.trace.start()
         await self._start_base()
         if self._assigned is not None:
             self._set_queues(None, self._assigned)
@@ -175,6 +186,8 @@ class LitePullConsumer(ConsumerBase):
         self._started = True  # so that persist_offsets and unregister run
         await self._shutdown_base()
         self._started = False
+        if self.trace is not None:
+            await self.trace.shutdown()
 
     async def __aenter__(self) -> LitePullConsumer:
         await self.start()
@@ -337,6 +350,9 @@ class LitePullConsumer(ConsumerBase):
                 q.room.set()
             if len(out) >= self.pull_batch_size:
                 break
+        if self.trace is not None:
+            self.trace.sub_after(self.trace.sub_before(self.group, out), len(out), True,
+                                 ConsumeReturnType.SUCCESS)
         return out
 
     def pause(self, queues: list[MessageQueue]) -> None:

@@ -24,6 +24,9 @@ publish info, ``send_types._Lanes``), sent through ``Connection.send_request``: 
 a ``ReplyWaiter`` (``send_types._AsyncSend``) instead of a future. A reply's header becomes the
 ``SendResult`` in ``send_codec.ResultReader``. Oneway sends keep the generic command. Messages are
 prepared (checked and encoded once) in the base class, ``send_prep.SendPreparation``.
+
+With ``enable_trace`` each sent message (``send``, ``send_async``) adds a Pub record to the trace
+topic (``trace_topic``, default ``RMQ_SYS_TRACE_TOPIC``) through a background ``trace.TraceDispatcher``.
 """
 
 from __future__ import annotations
@@ -54,6 +57,8 @@ from rocketlite.client.send_types import (
     _Prepared,
     select_by_hash,
 )
+from rocketlite.client.trace import TraceDispatcher
+from rocketlite.client.trace_codec import MessageType
 from rocketlite.common.errors import RemotingError
 from rocketlite.protocol.bodies import MessageQueue, TopicRouteData
 from rocketlite.protocol.codes import RequestCode
@@ -84,6 +89,8 @@ class Producer(SendPreparation):
         default_topic_queue_nums: int = 4,
         async_window: int = 64,
         async_backlog: int = 100_000,
+        enable_trace: bool = False,
+        trace_topic: str | None = None,
     ) -> None:
         compression_flag(compression)  # validates the codec name now
         self.group = group
@@ -111,6 +118,7 @@ class Producer(SendPreparation):
         self._backlog: collections.deque[_AsyncSend] = collections.deque()
         self._idle: asyncio.Event | None = None
         self._started = False
+        self.trace = TraceDispatcher(self.config, trace_topic) if enable_trace else None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -124,6 +132,8 @@ class Producer(SendPreparation):
         self._idle = asyncio.Event()
         self._idle.set()
         self._started = True
+        if self.trace is not None:
+            await self.trace.start()
 
     async def shutdown(self) -> None:
         """Wait for async sends still in flight (up to ``send_timeout``), unregister, close."""
@@ -134,6 +144,8 @@ class Producer(SendPreparation):
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.send_timeout):
                     await self._idle.wait()
+        if self.trace is not None:
+            await self.trace.shutdown()
         await self.instance.unregister(producer_group=self.group)
         await self.instance.close()
 
@@ -229,7 +241,21 @@ class Producer(SendPreparation):
         """Send and wait for the broker's answer. ``queue`` or ``selector(queues, msg, arg)`` pin
         the queue (ordered messages: the same ``arg``, the same queue)."""
         p = self._plain_prepared.prepare(msg, self.max_message_size, self.compress_over)
-        return await self._send(self._prepare(msg) if p is None else p, queue, selector, arg, msg, timeout)
+        if p is None:
+            p = self._prepare(msg)
+        if self.trace is None:
+            return await self._send(p, queue, selector, arg, msg, timeout)
+        started = time.time_ns() // 1_000_000
+        result = await self._send(p, queue, selector, arg, msg, timeout)
+        self._trace_pub(msg, result, started)
+        return result
+
+    def _trace_pub(self, msg: Message, result: SendResult, started_ms: int,
+                   msg_type: MessageType | None = None) -> None:
+        if self.trace is not None and self.instance is not None:
+            self.trace.pub(self.group, msg, result, started_ms,
+                           self.instance.broker_addr(result.queue.brokerName), msg_type)
+
 
     async def send_batch(self, msgs: Sequence[Message], queue: MessageQueue | None = None,
                          *, timeout: float | None = None) -> SendResult:  # noqa: ASYNC109
@@ -345,6 +371,7 @@ class Producer(SendPreparation):
         if p is None:  # not a plain message (or a bad one): the general path
             p = self._prepare(msg, _AsyncSend)
         fut: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
+        p.traced = None if self.trace is None else (msg, time.time_ns() // 1_000_000)
         if callback is not None:
             fut.add_done_callback(callback)
         p.fut = fut
@@ -459,6 +486,8 @@ class Producer(SendPreparation):
             self._fault(p.mq.brokerName, p.started, isolation=False)
             if not fut.done() and result is not None:
                 fut.set_result(result)
+                if p.traced is not None:
+                    self._trace_pub(p.traced[0], result, p.traced[1])
         self._next_from_backlog()
 
     def _next_from_backlog(self) -> None:

@@ -15,6 +15,10 @@ refuses, re-sent to ``%RETRY%<group>`` by the client, or to ``%DLQ%<group>`` aft
 Orderly: the queue is locked on the broker first (and re-locked every 20 s); one batch at a time
 per queue, in offset order, under the queue's lock. SUSPEND_CURRENT_QUEUE_A_MOMENT (or an
 exception) puts the batch back and retries it after ``suspend_current_queue_time``.
+
+With ``enable_trace`` each batch handed to the handler adds SubBefore records and, when it
+returns, SubAfter records (result, cost per message) to the trace topic (``trace_topic``, default
+``RMQ_SYS_TRACE_TOPIC``) through a background ``trace.TraceDispatcher``.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from rocketlite.client.errors import MQBrokerError, MQClientError
 from rocketlite.client.message import MAX_RECONSUME_TIMES, RECONSUME_TIME, MessageExt, UniqKeyGenerator
 from rocketlite.client.offset_store import ReadOffsetType
 from rocketlite.client.process_queue import REBALANCE_LOCK_INTERVAL, ProcessQueue
+from rocketlite.client.trace import TraceDispatcher
+from rocketlite.client.trace_codec import ConsumeReturnType
 from rocketlite.common.errors import RemotingError
 from rocketlite.formats import properties as props
 from rocketlite.protocol.bodies import MessageQueue, SubscriptionData
@@ -75,6 +81,8 @@ class PushConsumer(ConsumerBase):
         suspend_current_queue_time: float = 1.0,
         broker_suspend_max: float = 15.0,
         pull_error_delay: float = 1.0,
+        enable_trace: bool = False,
+        trace_topic: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(group, **kwargs)
@@ -98,6 +106,7 @@ class PushConsumer(ConsumerBase):
         self._slots: asyncio.Semaphore | None = None
         self._lock_task: asyncio.Task[None] | None = None
         self._uniq = UniqKeyGenerator()
+        self.trace = TraceDispatcher(self.config, trace_topic) if enable_trace else None
 
     def register_listener(self, listener: Listener) -> None:
         """The handler; sync or async. Return ConsumeStatus (OrderlyStatus for orderly)."""
@@ -113,6 +122,8 @@ class PushConsumer(ConsumerBase):
         if not self.subscriptions:
             raise MQClientError("subscribe to a topic before starting the consumer")
         self._slots = asyncio.Semaphore(self.consume_concurrency)
+        if self.trace is not None:
+            await self.trace.start()
         await self._start_base()
         if self.orderly and self.clustering:
             self._lock_task = asyncio.create_task(self._relock_loop())
@@ -138,6 +149,8 @@ class PushConsumer(ConsumerBase):
         self._started = True  # so that persist_offsets and unregister run
         await self._shutdown_base()
         self._started = False
+        if self.trace is not None:
+            await self.trace.shutdown()
 
     async def __aenter__(self) -> PushConsumer:
         await self.start()
@@ -325,9 +338,27 @@ class PushConsumer(ConsumerBase):
 
     async def _call_listener(self, msgs: list[MessageExt]) -> Any:
         assert self.listener is not None
+        if self.trace is not None:
+            return await self._call_traced(self.trace, msgs)
         result = self.listener(msgs)
         if inspect.isawaitable(result):
             result = await result
+        return result
+
+    async def _call_traced(self, trace: TraceDispatcher, msgs: list[MessageExt]) -> Any:
+        """The handler between SubBefore and SubAfter records (Java's consume hooks: an exception
+        is EXCEPTION, a failure status FAILED)."""
+        assert self.listener is not None
+        before = trace.sub_before(self.group, msgs)
+        try:
+            result = self.listener(msgs)
+            if inspect.isawaitable(result):
+                result = await result
+        except Exception:
+            trace.sub_after(before, len(msgs), False, ConsumeReturnType.EXCEPTION)
+            raise
+        ok = result in _ORDERLY_OK
+        trace.sub_after(before, len(msgs), ok, ConsumeReturnType.SUCCESS if ok else ConsumeReturnType.FAILED)
         return result
 
     # -- concurrent consumption -----------------------------------------------------------------

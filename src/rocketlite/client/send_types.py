@@ -154,15 +154,17 @@ _READER = ResultReader(SendResult, MessageQueue)
 class _AsyncSend(_Prepared):
     """An async send: the prepared message (made by ``Producer._prepare``), its future, and the
     ``ReplyWaiter`` of its current attempt (``mq``, ``addr``, ``started``, ``retries`` left, set
-    by ``Producer._launch``): one object per message, whatever the retries."""
+    by ``Producer._launch``): one object per message, whatever the retries. ``traced`` is the
+    message and its start time (ms) when the producer traces (``enable_trace``), else None."""
 
-    __slots__ = ("addr", "fut", "mq", "producer", "retries", "started")
+    __slots__ = ("addr", "fut", "mq", "producer", "retries", "started", "traced")
     fut: asyncio.Future[SendResult]
     producer: Producer
     retries: int
     mq: MessageQueue
     addr: str
     started: float
+    traced: tuple[Message, int] | None
 
     def reply_received(self, result: RemotingCommand | BaseException) -> None:
         producer = self.producer
@@ -182,6 +184,8 @@ class _AsyncSend(_Prepared):
             fut = self.fut
             if not fut.done():
                 fut.set_result(sent)
+            if self.traced is not None:
+                producer._trace_pub(self.traced[0], sent, self.traced[1])
             if producer._backlog or not producer._inflight:
                 producer._next_from_backlog()
         else:

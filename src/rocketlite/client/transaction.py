@@ -39,6 +39,9 @@ request (not oneway) so the caller learns that the broker applied it. A HalfProd
 listener: the broker's check-backs go unanswered, so a half message nobody ends stays invisible
 and, after ``transactionCheckMax`` checks, lands in ``TRANS_CHECK_MAX_TIME_TOPIC``. The broker
 treats an END for a half message it already resolved as a no-op, so ``end`` may be retried.
+
+With ``enable_trace`` a TransactionProducer writes a Pub record (type Trans_Msg_Half) for each
+half message and an EndTransaction record for each decision it sends, its own or a check-back's.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ import dataclasses
 import enum
 import inspect
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -57,6 +61,7 @@ from rocketlite.client.errors import MQBrokerError, MQClientError
 from rocketlite.client.message import TRANSACTION_ID, Message, MessageExt, decode_messages
 from rocketlite.client.producer import Producer, SendResult, SendStatus
 from rocketlite.client.send_types import _Prepared
+from rocketlite.client.trace_codec import MessageType
 from rocketlite.common.errors import FormatError, RemotingError
 from rocketlite.formats import properties as props
 from rocketlite.formats.message_id import decode_message_id
@@ -232,7 +237,9 @@ class TransactionProducer(HalfProducer):
         if msg.delay_level:
             msg = dataclasses.replace(msg, delay_level=0)  # the listener sees what was sent
         p = self._prepare_half(msg)
+        started = time.time_ns() // 1_000_000
         result = await self._send(p, None, None, None, msg, None)
+        self._trace_pub(msg, result, started, MessageType.Trans_Msg_Half)
         error: BaseException | None = None
         if result.status is SendStatus.SEND_OK:
             # A copy: the caller's Message stays sendable (both names are reserved properties).
@@ -250,7 +257,7 @@ class TransactionProducer(HalfProducer):
                         "the local transaction", result.msg_id, result.status.name)
             state = LocalTransactionState.ROLLBACK_MESSAGE
         try:
-            await self._end(result, state, error)
+            await self._end(msg, result, state, error)
         except (MQClientError, MQBrokerError, RemotingError) as e:  # Java only warns too
             log.warning("the local transaction of %s ended as %s, but END_TRANSACTION could not be "
                         "sent: %s; the broker will check back", result.msg_id, state.name, e)
@@ -258,7 +265,7 @@ class TransactionProducer(HalfProducer):
                                      result.queue_offset, result.transaction_id, result.region_id,
                                      result.recall_handle, local_transaction_state=state)
 
-    async def _end(self, result: SendResult, state: LocalTransactionState,
+    async def _end(self, msg: Message, result: SendResult, state: LocalTransactionState,
                    error: BaseException | None) -> None:
         inst = self._instance()
         try:
@@ -272,6 +279,9 @@ class TransactionProducer(HalfProducer):
             fromTransactionCheck=False)
         addr = await inst.require_broker_addr(result.queue.brokerName, result.queue.topic)
         remark = None if error is None else f"executeLocalTransactionBranch exception: {error!r}"
+        if self.trace is not None:
+            self.trace.end_transaction(self.group, msg.topic, msg.tags, " ".join(msg.key_list()),
+                                       result.msg_id, addr, state.name, header.transactionId, False)
         await self._send_end(addr, header, remark)
 
     async def _send_end(self, addr: str, header: EndTransactionRequestHeader, remark: str | None) -> None:
@@ -332,6 +342,9 @@ class TransactionProducer(HalfProducer):
             commitOrRollback=COMMIT_OR_ROLLBACK[state], msgId=uniq,
             transactionId=header.transactionId, fromTransactionCheck=True)
         remark = None if error is None else f"checkLocalTransactionState exception: {error!r}"
+        if self.trace is not None:
+            self.trace.end_transaction(end.producerGroup, msg.topic, msg.tags, " ".join(msg.keys), uniq,
+                                       addr, state.name, header.transactionId, True)
         try:
             await self._send_end(addr, end, remark)
         except (MQClientError, RemotingError) as e:

@@ -33,6 +33,8 @@ KEYS = {
     "rejectTransactionMessage",
     # controller mode (RocketMQ 5 keys; controllerLeaseTtl is rocketlite's)
     "enableControllerMode", "controllerAddr", "controllerLeaseTtl",
+    # message trace (BrokerConfig keys)
+    "traceTopicEnable", "msgTraceTopicName",
 }
 
 

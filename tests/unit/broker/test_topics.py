@@ -50,6 +50,17 @@ def test_builtin_topics(tmp_path: Path) -> None:
     assert not is_system_topic("TopicTest", m.config)
 
 
+def test_trace_topic_with_trace_topic_enable(tmp_path: Path) -> None:
+    assert manager(tmp_path).get("RMQ_SYS_TRACE_TOPIC") is None  # off by default, as Java
+    m = manager(tmp_path, trace_topic_enable=True)
+    tc = m.get("RMQ_SYS_TRACE_TOPIC")
+    assert tc is not None and (tc.readQueueNums, tc.writeQueueNums, tc.perm) == (1, 1, RW)
+    assert is_system_topic("RMQ_SYS_TRACE_TOPIC", m.config)  # Java adds it to the system topics
+    assert not is_system_topic("RMQ_SYS_TRACE_TOPIC", manager(tmp_path).config)
+    named = manager(tmp_path, trace_topic_enable=True, msg_trace_topic_name="MyTrace")
+    assert named.get("MyTrace") is not None and named.get("RMQ_SYS_TRACE_TOPIC") is None
+
+
 def test_no_tbw102_without_auto_create(tmp_path: Path) -> None:
     m = manager(tmp_path, auto_create_topic_enable=False)
     assert m.get(AUTO_CREATE_TOPIC) is None

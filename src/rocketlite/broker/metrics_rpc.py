@@ -1,0 +1,83 @@
+"""``rocketmq_rpc_latency``: the broker's Remoting processors, timed.
+
+``instrument`` wraps every processor and run handler a ``RemotingServer`` has once the broker
+registered them (only when metrics are on: off, the dispatch is untouched). A processor that
+answers at once is observed with its reply's code; one that answers later itself (a queued
+send: the batch's append answers it; a held pull) with SUCCESS when it hands the request over;
+a coroutine when it completes. A run of sends (``SendProcessor.send_run``) is one observation
+of the run's time, under its first request's code. Oneway requests are observed with result
+``oneway``; a processor that raises with ``process_request_failed`` and SYSTEM_ERROR.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from time import perf_counter
+from typing import Any
+
+from rocketlite.broker.metrics import RpcLatency
+from rocketlite.protocol.codes import ResponseCode
+from rocketlite.protocol.command import RemotingCommand
+from rocketlite.remoting.connection import Connection, RunHandler
+from rocketlite.remoting.server import Processor, RemotingServer
+
+__all__ = ["instrument"]
+
+_SUCCESS = int(ResponseCode.SUCCESS)
+_SYSTEM_ERROR = int(ResponseCode.SYSTEM_ERROR)
+
+
+def instrument(server: RemotingServer, rpc: RpcLatency) -> None:
+    """Time every processor and run handler registered on ``server`` so far."""
+    for code, proc in list(server.processors.items()):
+        server.processors[code] = _timed(proc, rpc)
+    # one wrapper per run handler (equal bound methods are one): its codes still form one run
+    timed_runs: dict[RunHandler, RunHandler] = {}
+    for code, run in list(server.run_processors.items()):
+        if run not in timed_runs:
+            timed_runs[run] = _timed_run(run, rpc)
+        server.run_processors[code] = timed_runs[run]
+
+
+def _timed(proc: Processor, rpc: RpcLatency) -> Processor:
+    observe = rpc.observe_ms
+
+    def timed(conn: Connection, cmd: RemotingCommand) -> Any:
+        t0 = perf_counter()
+        try:
+            result = proc(conn, cmd)
+        except Exception:
+            observe(cmd.code, _SYSTEM_ERROR, (perf_counter() - t0) * 1000, False,
+                    "process_request_failed")
+            raise
+        if result is None or isinstance(result, RemotingCommand):
+            observe(cmd.code, _SUCCESS if result is None else result.code,
+                    (perf_counter() - t0) * 1000, False, "oneway" if cmd.is_oneway else "success")
+            return result
+        return _awaited(result, cmd, t0, observe)
+
+    return timed
+
+
+async def _awaited(result: Awaitable[RemotingCommand | None], cmd: RemotingCommand, t0: float,
+                   observe: Any) -> RemotingCommand | None:
+    try:
+        reply = await result
+    except Exception:
+        observe(cmd.code, _SYSTEM_ERROR, (perf_counter() - t0) * 1000, False,
+                "process_request_failed")
+        raise
+    observe(cmd.code, _SUCCESS if reply is None else reply.code, (perf_counter() - t0) * 1000,
+            False, "oneway" if cmd.is_oneway else "success")
+    return reply
+
+
+def _timed_run(run: RunHandler, rpc: RpcLatency) -> RunHandler:
+    observe = rpc.observe_ms
+
+    def timed(conn: Connection, cmds: list[RemotingCommand]) -> None:
+        t0 = perf_counter()
+        run(conn, cmds)
+        observe(cmds[0].code, _SUCCESS, (perf_counter() - t0) * 1000, False, "success")
+
+    return timed

@@ -5,8 +5,10 @@ registered them (only when metrics are on: off, the dispatch is untouched). A pr
 answers at once is observed with its reply's code; one that answers later itself (a queued
 send: the batch's append answers it; a held pull) with SUCCESS when it hands the request over;
 a coroutine when it completes. A run of sends (``SendProcessor.send_run``) is one observation
-of the run's time, under its first request's code. Oneway requests are observed with result
-``oneway``; a processor that raises with ``process_request_failed`` and SYSTEM_ERROR.
+of the run's time, under its first request's code (the requests the run hands back to the
+processor, such as a send that creates its topic, are part of it, not observed again). Oneway
+requests are observed with result ``oneway``; a processor that raises with
+``process_request_failed`` and SYSTEM_ERROR.
 """
 
 from __future__ import annotations
@@ -29,20 +31,23 @@ _SYSTEM_ERROR = int(ResponseCode.SYSTEM_ERROR)
 
 def instrument(server: RemotingServer, rpc: RpcLatency) -> None:
     """Time every processor and run handler registered on ``server`` so far."""
+    in_run = [False]  # a run handler is running: its requests are its observation
     for code, proc in list(server.processors.items()):
-        server.processors[code] = _timed(proc, rpc)
+        server.processors[code] = _timed(proc, rpc, in_run)
     # one wrapper per run handler (equal bound methods are one): its codes still form one run
     timed_runs: dict[RunHandler, RunHandler] = {}
     for code, run in list(server.run_processors.items()):
         if run not in timed_runs:
-            timed_runs[run] = _timed_run(run, rpc)
+            timed_runs[run] = _timed_run(run, rpc, in_run)
         server.run_processors[code] = timed_runs[run]
 
 
-def _timed(proc: Processor, rpc: RpcLatency) -> Processor:
+def _timed(proc: Processor, rpc: RpcLatency, in_run: list[bool]) -> Processor:
     observe = rpc.observe_ms
 
     def timed(conn: Connection, cmd: RemotingCommand) -> Any:
+        if in_run[0]:
+            return proc(conn, cmd)
         t0 = perf_counter()
         try:
             result = proc(conn, cmd)
@@ -72,12 +77,16 @@ async def _awaited(result: Awaitable[RemotingCommand | None], cmd: RemotingComma
     return reply
 
 
-def _timed_run(run: RunHandler, rpc: RpcLatency) -> RunHandler:
+def _timed_run(run: RunHandler, rpc: RpcLatency, in_run: list[bool]) -> RunHandler:
     observe = rpc.observe_ms
 
     def timed(conn: Connection, cmds: list[RemotingCommand]) -> None:
         t0 = perf_counter()
-        run(conn, cmds)
+        in_run[0] = True
+        try:
+            run(conn, cmds)
+        finally:
+            in_run[0] = False
         observe(cmds[0].code, _SUCCESS, (perf_counter() - t0) * 1000, False, "success")
 
     return timed

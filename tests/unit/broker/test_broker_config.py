@@ -33,6 +33,8 @@ KEYS = {
     "rejectTransactionMessage",
     # controller mode (RocketMQ 5 keys; controllerLeaseTtl is rocketlite's)
     "enableControllerMode", "controllerAddr", "controllerLeaseTtl",
+    # Prometheus /metrics (rocketlite's name for RocketMQ 5's metricsPromExporterPort)
+    "metricsPort",
 }
 
 

@@ -3,7 +3,9 @@ family RocketMQ 5 names, with its labels and the values that content implies."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +27,7 @@ from rocketlite.protocol.codes import MQVersion
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.message import MessageToStore
 
+DASHBOARD = Path(__file__).resolve().parents[3] / "deploy" / "grafana" / "rocketlite-broker.json"
 STATIC = {"cluster": "C1", "node_type": "broker", "node_id": "b1"}
 
 
@@ -184,6 +187,11 @@ def test_families_labels_and_values(broker: Broker) -> None:
     assert _sample(reg, "rocketmq_storage_dispatch_behind_bytes") == 0
     behind = _sample(reg, "rocketmq_storage_flush_behind_bytes")
     assert behind is not None and 0 <= behind <= cl.max_offset
+
+    # the Grafana dashboard queries only series this scrape has
+    queried = set(re.findall(r"rocketmq_[a-z_]+", json.dumps(json.loads(DASHBOARD.read_text()))))
+    assert len(queried) >= 15
+    assert queried <= {name for name, _ in reg.samples}
 
 
 def test_lag_counts_from_the_queue_start(broker: Broker) -> None:

@@ -128,7 +128,8 @@ class Broker:
         self.stats = BrokerStats()
         # Prometheus metrics (``metrics``): the hot paths fold into it per batch; None when
         # metricsPort=0 (then they do nothing at all). Served by ``metrics_http.MetricsServer``.
-        self.metrics = BrokerMetrics() if config.metrics_port else None
+        self.metrics = (BrokerMetrics(store_config.mapped_file_size_commit_log)
+                        if config.metrics_port else None)
         self.client = RemotingClient()
         self.boot_timestamp = now_ms()
         # Where a message is stored instead of its topic (transaction half messages, timers,

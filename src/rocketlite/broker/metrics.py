@@ -75,7 +75,10 @@ class Histogram:
 class BrokerMetrics:
     """The broker's folded counters, by label values (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, segment_size: int = 1 << 30) -> None:
+        # the CommitLog's segment size: an append within one segment is contiguous, so its bytes
+        # are its span (an append across a segment end has the end's filler: summed instead)
+        self.segment_size = segment_size
         # (topic, message_type) -> [messages, bytes]
         self.messages_in: dict[tuple[str, str], list[int]] = {}
         self.message_size: dict[tuple[str, str], Histogram] = {}
@@ -88,13 +91,18 @@ class BrokerMetrics:
 
     def fold_in(self, msgs: Sequence[Any], results: Sequence[Any]) -> None:
         """An append of ``msgs`` (``MessageToStore``) that landed as ``results``
-        (``AppendResult``): the usual append of one topic costs two C-level passes."""
+        (``AppendResult``): the usual append of one topic costs one C-level pass."""
         topics = set(map(_topic, msgs))
         if len(topics) == 1:
             topic = topics.pop()
             kind = _DIVERTED.get(topic)
             if kind is None:
-                self._add_in(topic, NORMAL, len(msgs), sum(map(_size, results)))
+                start = results[0][0]
+                last = results[-1]
+                end = last[0] + last[1]
+                seg = self.segment_size
+                self._add_in(topic, NORMAL, len(msgs), end - start
+                             if start // seg == (end - 1) // seg else sum(map(_size, results)))
                 return
         sums: dict[tuple[str, str], list[int]] = {}
         for m, r in zip(msgs, results, strict=True):

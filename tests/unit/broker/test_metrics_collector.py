@@ -229,3 +229,13 @@ def test_fold_in_is_per_topic() -> None:
     m.fold_in(msgs, [(0, 10, 0, 0), (10, 20, 0, 0), (30, 30, 1, 0)])
     assert m.messages_in == {("A", "normal"): [2, 40], ("B", "normal"): [1, 20]}
     assert m.message_size[("A", "normal")].count == 2
+
+
+def test_fold_in_bytes_are_the_records_not_a_segment_end_filler() -> None:
+    m = BrokerMetrics(segment_size=1000)
+    msgs = [MessageToStore(topic="A", body=b"") for _ in range(3)]
+    m.fold_in(msgs, [(100, 300, 0, 0), (400, 300, 1, 0), (700, 300, 2, 0)])  # ends at 1000
+    assert m.messages_in[("A", "normal")] == [3, 900]
+    # the second record did not fit in the first segment: it starts the next one
+    m.fold_in(msgs[:2], [(1600, 300, 3, 0), (2000, 300, 4, 0)])
+    assert m.messages_in[("A", "normal")] == [5, 1500]

@@ -2,8 +2,8 @@
 
 The hot paths pay per batch, never per message: a send read's append (``fold_in``, one call for
 the messages of every send of the read), a SEND_BATCH_MESSAGE (``fold_in_batch``), a pull
-(``fold_out``, one call per reply with messages). Each folds into a plain dict keyed by label
-values; nothing here touches ``prometheus_client``. The collector
+(``fold_pull``, one call per reply with messages; ``fold_out`` for a pop). Each folds into a
+plain dict keyed by label values; nothing here touches ``prometheus_client``. The collector
 (``metrics_collector.BrokerCollector``) turns these dicts into metric families at scrape time,
 and computes every gauge (lag, connections, storage) there from the broker's own state.
 
@@ -82,11 +82,13 @@ class BrokerMetrics:
         # (topic, message_type) -> [messages, bytes]
         self.messages_in: dict[tuple[str, str], list[int]] = {}
         self.message_size: dict[tuple[str, str], Histogram] = {}
-        # (topic, consumer_group) -> [messages, bytes]
+        # (topic, consumer_group) -> [messages, bytes], popped (POP consumers)
         self.messages_out: dict[tuple[str, str], list[int]] = {}
-        # (group, topic, queue id) -> the offset after the last pull's messages (Java's pull
-        # offset): in-flight messages and queueing latency are computed from it at scrape time
-        self.pull_offsets: dict[tuple[str, str, int], int] = {}
+        # (group, topic, queue id) -> [messages, bytes, the offset after the last pull's
+        # messages (Java's pull offset)]: one entry per pulled queue, so a pull costs one lookup;
+        # messages out by (topic, group), in-flight messages and queueing latency are computed
+        # from them at scrape time
+        self.pulls: dict[tuple[str, str, int], list[int]] = {}
         self.rpc = RpcLatency()
 
     def fold_in(self, msgs: Sequence[Any], results: Sequence[Any]) -> None:
@@ -137,8 +139,35 @@ class BrokerMetrics:
             hist = self.message_size[key]
         hist.observe(size / count, count)
 
+    def fold_pull(self, group: str, topic: str, queue_id: int, count: int, size: int,
+                  next_offset: int) -> None:
+        """A pull reply of ``count`` messages, ``size`` bytes, the next pull from ``next_offset``."""
+        acc = self.pulls.get((group, topic, queue_id))
+        if acc is None:
+            self.pulls[(group, topic, queue_id)] = [count, size, next_offset]
+        else:
+            acc[0] += count
+            acc[1] += size
+            acc[2] = next_offset
+
+    def out_totals(self) -> dict[tuple[str, str], list[int]]:
+        """Messages and bytes out by (topic, group): pops and pulls together (at scrape time)."""
+        out = {key: list(acc) for key, acc in list(self.messages_out.items())}
+        for (group, topic, _), (count, size, _) in list(self.pulls.items()):
+            acc = out.get((topic, group))
+            if acc is None:
+                out[(topic, group)] = [count, size]
+            else:
+                acc[0] += count
+                acc[1] += size
+        return out
+
+    def pull_offset(self, group: str, topic: str, queue_id: int) -> int | None:
+        acc = self.pulls.get((group, topic, queue_id))
+        return None if acc is None else acc[2]
+
     def fold_out(self, topic: str, group: str, count: int, size: int) -> None:
-        """A pull (or pop) reply of ``count`` messages, ``size`` bytes."""
+        """A pop reply of ``count`` messages, ``size`` bytes."""
         acc = self.messages_out.get((topic, group))
         if acc is None:
             self.messages_out[(topic, group)] = [count, size]
@@ -151,6 +180,7 @@ class RpcLatency:
     """``rocketmq_rpc_latency`` by (request code, response code, long polling, result)."""
 
     def __init__(self) -> None:
+        self.bounds = LATENCY_BUCKETS_MS
         self.by_key: dict[tuple[int, int, bool, str], Histogram] = {}
 
     def observe_ms(self, code: int, response: int, ms: float, long_polling: bool = False,

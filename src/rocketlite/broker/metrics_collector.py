@@ -150,7 +150,7 @@ class BrokerCollector(Collector):
                              "to consumers", labels_out)
         b_out = self._family(CounterMetricFamily, "rocketmq_throughput_out", "Bytes of the "
                              "messages delivered to consumers", labels_out)
-        for (topic, group), (count, nbytes) in list(m.messages_out.items()):
+        for (topic, group), (count, nbytes) in sorted(m.out_totals().items()):
             values = self._values(topic, group, self._system(topic, group))
             n_out.add_metric(values, count)
             b_out.add_metric(values, nbytes)
@@ -208,7 +208,7 @@ class BrokerCollector(Collector):
                                 "the oldest message not yet pulled by the group, milliseconds",
                                 labels)
         store = self.broker.store
-        pulled = self.metrics.pull_offsets
+        pull_offset = self.metrics.pull_offset
         now = time.time_ns() // 1_000_000
         for key, committed_by_queue in sorted(self.broker.offsets.snapshot().items()):
             topic, _, group = key.partition("@")
@@ -217,7 +217,8 @@ class BrokerCollector(Collector):
             for qid, committed in committed_by_queue.items():
                 end = store.max_offset_in_queue(topic, qid)
                 committed = max(committed, store.min_offset_in_queue(topic, qid), 0)
-                pull = min(max(pulled.get((group, topic, qid), committed), committed), end)
+                pulled = pull_offset(group, topic, qid)
+                pull = min(max(committed if pulled is None else pulled, committed), end)
                 if end > committed:
                     n_lag += end - committed
                     ts = store.message_store_time(topic, qid, committed)

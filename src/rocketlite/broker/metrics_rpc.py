@@ -13,12 +13,13 @@ requests are observed with result ``oneway``; a processor that raises with
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Awaitable
 from time import perf_counter
 from typing import Any
 
-from rocketlite.broker.metrics import RpcLatency
-from rocketlite.protocol.codes import ResponseCode
+from rocketlite.broker.metrics import Histogram, RpcLatency
+from rocketlite.protocol.codes import RPC_ONEWAY, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.remoting.connection import Connection, RunHandler
 from rocketlite.remoting.server import Processor, RemotingServer
@@ -27,6 +28,8 @@ __all__ = ["instrument"]
 
 _SUCCESS = int(ResponseCode.SUCCESS)
 _SYSTEM_ERROR = int(ResponseCode.SYSTEM_ERROR)
+_RPC_ONEWAY = int(RPC_ONEWAY)
+_OK, _ONEWAY = "success", "oneway"
 
 
 def instrument(server: RemotingServer, rpc: RpcLatency) -> None:
@@ -43,7 +46,9 @@ def instrument(server: RemotingServer, rpc: RpcLatency) -> None:
 
 
 def _timed(proc: Processor, rpc: RpcLatency, in_run: list[bool]) -> Processor:
-    observe = rpc.observe_ms
+    """``proc``, each call observed: the observation inlined (one dict lookup, one bisect)."""
+    by_key = rpc.by_key
+    bounds = rpc.bounds
 
     def timed(conn: Connection, cmd: RemotingCommand) -> Any:
         if in_run[0]:
@@ -52,14 +57,23 @@ def _timed(proc: Processor, rpc: RpcLatency, in_run: list[bool]) -> Processor:
         try:
             result = proc(conn, cmd)
         except Exception:
-            observe(cmd.code, _SYSTEM_ERROR, (perf_counter() - t0) * 1000, False,
-                    "process_request_failed")
+            rpc.observe_ms(cmd.code, _SYSTEM_ERROR, (perf_counter() - t0) * 1000, False,
+                           "process_request_failed")
             raise
-        if result is None or isinstance(result, RemotingCommand):
-            observe(cmd.code, _SUCCESS if result is None else result.code,
-                    (perf_counter() - t0) * 1000, False, "oneway" if cmd.is_oneway else "success")
-            return result
-        return _awaited(result, cmd, t0, observe)
+        if result is None:
+            code = _SUCCESS
+        elif isinstance(result, RemotingCommand):
+            code = result.code
+        else:
+            return _awaited(result, cmd, t0, rpc.observe_ms)
+        ms = (perf_counter() - t0) * 1000
+        key = (cmd.code, code, False, _ONEWAY if cmd.flag & _RPC_ONEWAY else _OK)
+        hist = by_key.get(key)
+        if hist is None:
+            hist = by_key[key] = Histogram(bounds)
+        hist.counts[bisect_left(bounds, ms)] += 1
+        hist.sum += ms
+        return result
 
     return timed
 

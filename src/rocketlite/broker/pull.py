@@ -207,8 +207,8 @@ class PullProcessor:
         if result.sizes:
             self.broker.stats.got_messages += len(result.sizes)
             if (metrics := self.broker.metrics) is not None:
-                metrics.fold_out(h.topic, h.consumerGroup, len(result.sizes), len(result.body))
-                metrics.pull_offsets[(h.consumerGroup, h.topic, h.queueId)] = next_begin
+                metrics.fold_pull(h.consumerGroup, h.topic, h.queueId, len(result.sizes),
+                                  len(result.body), next_begin)
         return cmd.response(code, status.value, {
             "suggestWhichBrokerId": self._suggest(h.consumerGroup, result.body, result.sizes),
             "nextBeginOffset": str(next_begin),

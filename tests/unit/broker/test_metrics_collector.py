@@ -93,11 +93,11 @@ def test_families_labels_and_values(broker: Broker) -> None:
                                     properties=encode_properties({REAL_TOPIC: "U"})),
                      MessageToStore(topic="%RETRY%G", body=b"r")])
     m.fold_in_batch("T", 4, 4000)
-    m.fold_out("T", "G", 3, 345)
-    m.fold_out("T", "G", 1, 100)
+    m.fold_out("T", "G", 1, 100)  # popped
     b.offsets.commit("G", "T", 0, 1)
     b.offsets.commit("G", "T", 1, 0)
-    m.pull_offsets[("G", "T", 0)] = 3  # pulled everything of queue 0, nothing of queue 1
+    m.fold_pull("G", "T", 0, 2, 200, 2)
+    m.fold_pull("G", "T", 0, 1, 145, 3)  # pulled everything of queue 0, nothing of queue 1
     m.rpc.observe_ms(10, 0, 2.0)
     m.rpc.observe_ms(10, 0, 50.0)
     m.rpc.observe_ms(11, 19, 0.5, True, "success")

@@ -5,31 +5,65 @@
 Prints the time of: ``BrokerMetrics.fold_in`` for an append of N one-topic messages (the send
 path's usual append; per message = divided by N), a mixed-topic append, ``fold_out`` (once per
 pull reply), and one ``rocketmq_rpc_latency`` observation through the processor wrapper
-(``metrics_rpc``) against the bare processor call. Compare with the broker's µs per message that
-``bench/broker_bench.py`` prints (``broker ... us/msg``), and with
+(``metrics_rpc``) against the bare processor call, and a whole PULL_MESSAGE of 32 messages
+through the broker's processor with metrics off and on (an in-process broker). Compare with
+the broker's µs per message that ``bench/broker_bench.py`` prints (``broker ... us/msg``), and with
 ``bench/broker_bench.py --metrics-port 0`` for the whole broker without metrics.
 """
 
 from __future__ import annotations
 
+import shutil
 import sys
+import tempfile
 import timeit
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+from rocketlite.broker.broker import Broker  # noqa: E402
+from rocketlite.broker.config import BrokerConfig  # noqa: E402
 from rocketlite.broker.metrics import BrokerMetrics  # noqa: E402
 from rocketlite.broker.metrics_rpc import instrument  # noqa: E402
 from rocketlite.formats.record_encode import AppendResult  # noqa: E402
+from rocketlite.protocol.codes import PullSysFlag, RequestCode  # noqa: E402
 from rocketlite.protocol.command import RemotingCommand  # noqa: E402
+from rocketlite.protocol.headers import PullMessageRequestHeader  # noqa: E402
 from rocketlite.remoting.server import RemotingServer  # noqa: E402
+from rocketlite.store.config import StoreConfig  # noqa: E402
 from rocketlite.store.message import MessageToStore  # noqa: E402
 
 
 def per_call_us(fn: object, number: int) -> float:
     best = min(timeit.repeat(fn, number=number, repeat=5))  # type: ignore[arg-type]
     return best / number * 1e6
+
+
+def pull_us(root: Path, metrics_port: int, batch: int = 32, pulls: int = 200) -> float:
+    """µs per PULL_MESSAGE of ``batch`` messages through the broker's registered processor (a
+    broker in this process, its store under ``root``, no sockets)."""
+    b = Broker(BrokerConfig(namesrv_addr="", metrics_port=metrics_port),
+               StoreConfig.from_properties({"storePathRootDir": str(root), "listenPort": "0",
+                                            "mappedFileSizeCommitLog": str(64 << 20)}))
+    b.store.start()
+    try:
+        b.topics.create_plain("T", 1)
+        for _ in range(pulls):
+            b.store.put_messages_sync([MessageToStore(topic="T", body=b"x" * 128)] * batch)
+        proc = b.server.processors[int(RequestCode.PULL_MESSAGE)]
+        cmds = [RemotingCommand.request(RequestCode.PULL_MESSAGE, PullMessageRequestHeader(
+            consumerGroup="G", topic="T", queueId=0, queueOffset=i * batch, maxMsgNums=batch,
+            sysFlag=int(PullSysFlag.SUBSCRIPTION), commitOffset=0, suspendTimeoutMillis=0,
+            subVersion=0, subscription="*", expressionType="TAG").to_ext())
+            for i in range(pulls)]
+
+        def run() -> None:
+            for cmd in cmds:
+                proc(None, cmd)  # type: ignore[arg-type]
+        return min(timeit.repeat(run, number=1, repeat=15)) / pulls * 1e6
+    finally:
+        b.store.shutdown()
 
 
 def main() -> None:
@@ -58,6 +92,15 @@ def main() -> None:
     us_timed = per_call_us(lambda: timed(None, cmd), 200_000)  # type: ignore[arg-type]
     print(f"rpc latency observation            {us_timed - us_bare:6.2f} us per request "
           f"(processor call {us_bare:.2f} -> {us_timed:.2f} us)")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(3):  # alternate, best of each: the machine's other load moves both
+            off = pull_us(Path(tmp) / "off", 0)
+            on = pull_us(Path(tmp) / "on", 5557)
+            shutil.rmtree(Path(tmp) / "off")
+            shutil.rmtree(Path(tmp) / "on")
+            print(f"pull of 32 through the processor    off {off:6.2f} us  on {on:6.2f} us  "
+                  f"(+{(on - off) / off * 100:.1f}%)")
 
 
 if __name__ == "__main__":

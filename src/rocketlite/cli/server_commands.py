@@ -146,7 +146,9 @@ class BrokerWithFront:
 
     def describe(self) -> str:
         out = "" if self.front is None else f", gRPC {self.front.address}"
-        return out if self.metrics is None else f"{out}, metrics :{self.metrics.port}/metrics"
+        if self.metrics is None:
+            return out
+        return f"{out}, metrics http://{self.broker.store_config.broker_ip1}:{self.metrics.port}/metrics"
 
 
 def existing_sizes(root: Path) -> dict[str, str]:

@@ -55,16 +55,17 @@ def _get(samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str
     return samples.get((name, frozenset({**STATIC, **labels}.items())))
 
 
-async def _traffic(addr: str) -> int:
+async def _traffic(addr: str) -> tuple[int, int]:
     """Send SENT messages to queue 0, pull them all as group CG, commit COMMITTED: the bytes
-    pulled (the stored records)."""
+    pulled (the stored records) and the number of pulls."""
     client = RemotingClient()
     try:
         for i in range(SENT):
             r = await client.invoke(addr, send_request(TOPIC, b"m%03d" % i, 0), 10.0)
             assert r.code == 0, r.remark
-        pulled, offset = 0, 0
+        pulled, offset, pulls = 0, 0, 0
         while offset < SENT:
+            pulls += 1
             r = await client.invoke(addr, pull_request(TOPIC, 0, offset, 16), 10.0)
             assert r.code == 0, r.remark
             pulled += sum(m.total_size for m in decode_records(r.body))
@@ -74,7 +75,7 @@ async def _traffic(addr: str) -> int:
         r = await client.invoke(addr, RemotingCommand.request(
             RequestCode.UPDATE_CONSUMER_OFFSET, h.to_ext()), 10.0)
         assert r.code == 0, r.remark
-        return pulled
+        return pulled, pulls
     finally:
         await client.close()
 
@@ -87,7 +88,7 @@ def test_metrics_endpoint_shows_the_traffic(tmp_path: Path) -> None:
     with ServerProcess(args, tmp_path / "broker.log") as p:
         line = p.wait_ready()
         assert f":{port}/metrics" in line
-        pulled = asyncio.run(_traffic(broker_addr(args)))
+        pulled, pulls = asyncio.run(_traffic(broker_addr(args)))
         s = _scrape(port)
         normal = {"topic": TOPIC, "message_type": "normal", "is_system": "false"}
         assert _get(s, "rocketmq_messages_in_total", **normal) == SENT
@@ -105,8 +106,11 @@ def test_metrics_endpoint_shows_the_traffic(tmp_path: Path) -> None:
         assert _get(s, "rocketmq_consumer_queueing_latency", **lag) == 0
         rpc = {"protocol_type": "remoting", "response_code": "0", "is_long_polling": "false",
                "result": "success"}
-        pulls = _get(s, "rocketmq_rpc_latency_count", request_code="11", **rpc)
-        assert pulls is not None and pulls >= SENT // 16
+        # pulls are sampled: the first and every 8th timed, each standing for 8
+        assert _get(s, "rocketmq_rpc_latency_count", request_code="11", **rpc) == \
+            8 * ((pulls + 7) // 8)
+        commits = _get(s, "rocketmq_rpc_latency_count", request_code="15", **rpc)
+        assert commits == 1  # other requests: each one timed
         sends = _get(s, "rocketmq_rpc_latency_count", request_code="310", **rpc)
         assert sends is not None and 1 <= sends <= SENT  # one per run of sends read together
         assert (_get(s, "rocketmq_topic_number") or 0) >= 1

@@ -15,9 +15,10 @@ A message a send diverts (a transaction's half message, a delay level, a timer) 
 its real topic with ``message_type`` transaction or delay, as Java does; retry and DLQ topics are
 not counted (Java skips them too): the collector leaves them out at scrape time.
 
-``RpcLatency`` keeps ``rocketmq_rpc_latency``: one bucket increment per request answered through
-the Remoting dispatch (about 0.3 µs, against the tens of µs a request costs), one per run for the
-sends a connection hands over as a run (``RemotingServer.register(..., run=...)``).
+``RpcLatency`` keeps ``rocketmq_rpc_latency`` (``metrics_rpc``): one observation per request
+answered through the Remoting dispatch, one in 8 for the consume path's requests (pulls, pops,
+acks: sampled), one per run for the sends a connection hands over as a run
+(``RemotingServer.register(..., run=...)``).
 """
 
 from __future__ import annotations
@@ -184,12 +185,13 @@ class RpcLatency:
         self.by_key: dict[tuple[int, int, bool, str], Histogram] = {}
 
     def observe_ms(self, code: int, response: int, ms: float, long_polling: bool = False,
-                   result: str = "success") -> None:
+                   result: str = "success", weight: int = 1) -> None:
+        """One request (``weight``: the requests a sampled one stands for)."""
         key = (code, response, long_polling, result)
         hist = self.by_key.get(key)
         if hist is None:
             hist = self.by_key[key] = Histogram(LATENCY_BUCKETS_MS)
-        hist.observe(ms)
+        hist.observe(ms, weight)
 
     def snapshot(self) -> list[tuple[tuple[int, int, bool, str], Histogram]]:
         return list(self.by_key.items())

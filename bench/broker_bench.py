@@ -7,6 +7,7 @@ CPU as it can. Prints msgs/s and send latency percentiles.
     python bench/broker_bench.py                       # start a broker, run every scenario
     python bench/broker_bench.py --broker 127.0.0.1:10911 --scenario send --inflight 64
     python bench/broker_bench.py --scenario sync       # a SYNC_FLUSH broker
+    python bench/broker_bench.py --metrics-port 0      # the broker without metrics (default on)
 
 Scenarios:
   send     single-message SEND_MESSAGE_V2, ``--inflight`` requests outstanding
@@ -541,9 +542,12 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--preload", type=int, default=1_000_000, help="messages for consume")
     ap.add_argument("--pull-batch", type=int, default=32, help="maxMsgNums per pull")
+    ap.add_argument("--metrics-port", type=int, default=None,
+                    help="the started broker's metricsPort (0: metrics off) [default: 5557]")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     names = args.scenario or ["send", "batch", "consume", "latency", "sync"]
+    conf = None if args.metrics_port is None else {"metricsPort": str(args.metrics_port)}
     try:
         import uvloop
     except ImportError:
@@ -562,7 +566,7 @@ def main() -> None:
         flush = "SYNC_FLUSH" if name == "sync" else "ASYNC_FLUSH"
         with contextlib.ExitStack() as stack:
             addr, pid, _ = ((args.broker, None, "") if args.broker
-                            else stack.enter_context(broker_process(flush)))
+                            else stack.enter_context(broker_process(flush, conf=conf)))
             coro = scenario(args, name, addr, pid)
             r = uvloop.run(coro) if uvloop else asyncio.run(coro)
         results[name] = r

@@ -430,3 +430,16 @@ async def test_revive_skips_records_that_are_not_rocketmqs(pe: tuple[Env, PopSer
     assert svc.revive.revived == 1
     assert env.broker.offsets.query(REVIVE_GROUP, svc.revive_topic, 0) == 3 + (
         1 if r.revive_qid == 0 else 0)
+
+
+async def test_popped_messages_are_counted_as_messages_out(
+        pe: tuple[Env, PopService, Clock]) -> None:
+    env, svc, _ = pe
+    metrics = env.broker.metrics
+    assert metrics is not None
+    put(env, 3)
+    r = await pop(svc)
+    assert len(r.messages) == 3
+    assert metrics.messages_out[("T", "G")] == [3, sum(m.record.total_size for m in r.messages)]
+    assert not (await pop(svc)).messages
+    assert metrics.messages_out[("T", "G")][0] == 3

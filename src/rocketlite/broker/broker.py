@@ -37,6 +37,8 @@ from rocketlite.broker.ha.server import HAServer
 from rocketlite.broker.ha.slave_sync import SlaveSynchronize
 from rocketlite.broker.locks import RebalanceLockManager
 from rocketlite.broker.long_polling import PullRequestHoldService
+from rocketlite.broker.metrics import BrokerMetrics
+from rocketlite.broker.metrics_rpc import instrument
 from rocketlite.broker.offsets import ConsumerOffsetManager
 from rocketlite.broker.pop.processor import PopProcessor
 from rocketlite.broker.pop.service import PopService
@@ -129,6 +131,10 @@ class Broker:
         self.stats = BrokerStats()
         self.client = RemotingClient(on_close=self._connection_closed)
         self._reregister_at = 0.0  # loop time of the last registration a closed connection asked
+        # Prometheus metrics (``metrics``): the hot paths fold into it per batch; None when
+        # metricsPort=0 (then they do nothing at all). Served by ``metrics_http.MetricsServer``.
+        self.metrics = (BrokerMetrics(store_config.mapped_file_size_commit_log)
+                        if config.metrics_port else None)
         self.boot_timestamp = now_ms()
         # Where a message is stored instead of its topic (transaction half messages, timers,
         # delay levels): each diverter returns the message to store instead, or None to pass;
@@ -160,6 +166,8 @@ class Broker:
         RecallProcessor(self).register()
         self.pop = PopService(self)  # POP consumption (5.x); its Remoting codes below
         PopProcessor(self.pop, self.server).register()
+        if self.metrics is not None:  # rocketmq_rpc_latency: every processor registered above
+            instrument(self.server, self.metrics.rpc)
         self._tasks: list[asyncio.Task[None]] = []
         self._register_now: asyncio.Event | None = None
         self.master_addr = ""  # a slave's master's Remoting address, from the NameServer

@@ -206,6 +206,9 @@ class PullProcessor:
                 return None
         if result.sizes:
             self.broker.stats.got_messages += len(result.sizes)
+            if (metrics := self.broker.metrics) is not None:
+                metrics.fold_pull(h.consumerGroup, h.topic, h.queueId, len(result.sizes),
+                                  len(result.body), next_begin)
         return cmd.response(code, status.value, {
             "suggestWhichBrokerId": self._suggest(h.consumerGroup, result.body, result.sizes),
             "nextBeginOffset": str(next_begin),

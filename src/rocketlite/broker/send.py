@@ -338,6 +338,8 @@ class SendProcessor:
                 _answer(conn, cmd, ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
             return
         self.stats.put_messages += len(pending)
+        if (metrics := self.broker.metrics) is not None:
+            metrics.fold_in(msgs, put.results)
         self._answer_put(pending, put.results, put.flushed, handles,
                          None if self.transfer is None else self._replica(put.results[-1]
                                                                           .end_offset))
@@ -363,6 +365,8 @@ class SendProcessor:
             _answer(conn, cmd, ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
             return
         self.stats.put_messages += 1
+        if (metrics := self.broker.metrics) is not None:
+            metrics.fold_in((msg,), put.results)
         replica = None if self.transfer is None else self._replica(put.results[-1].end_offset)
         if not cmd.flag & RPC_ONEWAY:
             self._answer_put([(conn, cmd, queue_id)], put.results, put.flushed,
@@ -547,6 +551,8 @@ class SendProcessor:
         ))
         res = put.result
         self.stats.put_messages += len(res)
+        if (metrics := self.broker.metrics) is not None:
+            metrics.fold_in_batch(h.topic, len(res), sum(res.sizes))
         replica = None if self.transfer is None else self._replica(res.end_offset)
         if not cmd.flag & RPC_ONEWAY:
             ids = self._ok_frames.message_ids(res.offsets)

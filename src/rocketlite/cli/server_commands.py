@@ -26,6 +26,8 @@ import typer
 
 from rocketlite.broker.broker import Broker
 from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.metrics_collector import metrics_registry
+from rocketlite.broker.metrics_http import MetricsServer
 from rocketlite.cli import errors
 from rocketlite.common import native
 from rocketlite.common.errors import ConfigError
@@ -105,10 +107,16 @@ def _server_configs(conf: Path | None, overrides: dict[str, str],
 
 class BrokerWithFront:
     """A broker and, unless ``enableGrpcServer=false``, the gRPC front on ``grpcServerPort``:
-    the front starts after the broker (its routes name the broker's topics) and stops first."""
+    the front starts after the broker (its routes name the broker's topics) and stops first.
+    With ``metricsPort`` (not 0) also Prometheus' ``/metrics`` there, on all interfaces like the
+    broker; a port in use is a warning, not a failure (the broker serves without it)."""
 
     def __init__(self, broker: Broker, front: FrontConfigs) -> None:
         self.broker = broker
+        self.metrics: MetricsServer | None = None
+        if broker.metrics is not None:
+            self.metrics = MetricsServer(metrics_registry(broker), "0.0.0.0",
+                                         broker.config.metrics_port)
         self.front: GrpcFront | None = None
         if front.proxy.enable_grpc_server:
             self.front = GrpcFront(broker, front.proxy.grpc_server_port,
@@ -124,16 +132,27 @@ class BrokerWithFront:
             except BaseException:
                 await self.broker.close()
                 raise
+        if self.metrics is not None:
+            try:
+                await self.metrics.start()
+            except OSError as e:
+                log.warning("metrics: not served, port %d: %s", self.metrics.port, e.strerror or e)
+                self.metrics = None
 
     async def close(self) -> None:
         try:
+            if self.metrics is not None:
+                await self.metrics.close()
             if self.front is not None:
                 await self.front.close()
         finally:
             await self.broker.close()
 
     def describe(self) -> str:
-        return "" if self.front is None else f", gRPC {self.front.address}"
+        out = "" if self.front is None else f", gRPC {self.front.address}"
+        if self.metrics is None:
+            return out
+        return f"{out}, metrics http://{self.broker.store_config.broker_ip1}:{self.metrics.port}/metrics"
 
 
 def existing_sizes(root: Path) -> dict[str, str]:
@@ -223,8 +242,10 @@ class ControllerWatch:
 
 def _overrides(store: Path | None, broker_port: int | None, namesrv_addr: str | None,
                flush: str | None, grpc_port: int | None = None, no_grpc: bool = False,
-               controller: str | None = None) -> dict[str, str]:
+               controller: str | None = None, metrics_port: int | None = None) -> dict[str, str]:
     out: dict[str, str] = {}
+    if metrics_port is not None:
+        out["metricsPort"] = str(metrics_port)
     if controller is not None:  # RocketMQ 5's keys for controller mode
         out["enableControllerMode"] = "true"
         out["controllerAddr"] = controller
@@ -253,6 +274,8 @@ GrpcPortOpt = Annotated[int | None, typer.Option(
     help="gRPC port for RocketMQ 5.x clients (grpcServerPort, default: 8081)")]
 NoGrpcOpt = Annotated[bool, typer.Option(
     "--no-grpc", help="do not serve the gRPC front (enableGrpcServer=false)")]
+MetricsPortOpt = Annotated[int | None, typer.Option(
+    help="Prometheus /metrics port (metricsPort), 0: no metrics (default: 5557)")]
 ControllerOpt = Annotated[str | None, typer.Option(
     "--controller", help="controller mode with this etcd, etcd://host:port (automatic failover)")]
 DebugOpt = Annotated[bool, typer.Option(
@@ -272,20 +295,21 @@ def start(
     grpc_port: GrpcPortOpt = None,
     no_grpc: NoGrpcOpt = False,
     controller: ControllerOpt = None,
+    metrics_port: MetricsPortOpt = None,
     log_level: LogOpt = "INFO",
     debug: DebugOpt = False,
 ) -> None:
     """Start a NameServer and a broker in one process (the quickest way to a working broker),
-    with the gRPC front for RocketMQ 5.x clients on 8081.
+    with the gRPC front for RocketMQ 5.x clients on 8081 and Prometheus metrics on 5557.
     A new store gets laptop-sized files: 64 MiB CommitLog segments, a 42 MB IndexFile; RocketMQ's
     sizes are one broker.conf key away (mappedFileSizeCommitLog, maxHashSlotNum, maxIndexNum).
 
-    Defaults: store ./store, NameServer 9876, broker 10911, gRPC 8081.
+    Defaults: store ./store, NameServer 9876, broker 10911, gRPC 8081, metrics 5557.
     """
     errors.set_debug(debug)
     setup_logging(log_level)
     overrides = _overrides(store, broker_port, f"127.0.0.1:{namesrv_port}", flush, grpc_port,
-                           no_grpc, controller)
+                           no_grpc, controller, metrics_port)
     bcfg, scfg, fcfg = _server_configs(conf, overrides, START_DEFAULTS)
     namesrv = NameServer("0.0.0.0", namesrv_port,
                          kv_config_path=scfg.store_path_root_dir / "namesrv" / "kvConfig.json",
@@ -360,6 +384,7 @@ def broker(
     grpc_port: GrpcPortOpt = None,
     no_grpc: NoGrpcOpt = False,
     controller: ControllerOpt = None,
+    metrics_port: MetricsPortOpt = None,
     log_level: LogOpt = "INFO",
     debug: DebugOpt = False,
 ) -> None:
@@ -369,7 +394,8 @@ def broker(
     errors.set_debug(debug)
     setup_logging(log_level)
     bcfg, scfg, fcfg = _server_configs(
-        conf, _overrides(store, broker_port, namesrv_addr, flush, grpc_port, no_grpc, controller))
+        conf, _overrides(store, broker_port, namesrv_addr, flush, grpc_port, no_grpc, controller,
+                         metrics_port))
     b = BrokerWithFront(Broker(bcfg, scfg), fcfg)
     run_until_signalled(b.start, b.close, lambda: (
         f"broker {bcfg.broker_name} at {scfg.broker_ip1}:{b.broker.port}{b.describe()}, "

@@ -205,6 +205,8 @@ class SendGroup:
             return [e] * len(counts)
         broker.stats.put_messages += len(msgs)
         results, flushed = put.results, put.flushed
+        if (metrics := broker.metrics) is not None:  # one fold per append, as the Remoting sends
+            metrics.fold_in(msgs, results)
         replica = _replica(broker, results)
         if len(counts) == 1:
             return [(results, flushed, replica)]
@@ -229,6 +231,8 @@ class SendGroup:
                 out.append(e)
                 continue
             broker.stats.put_messages += n
+            if (metrics := broker.metrics) is not None:
+                metrics.fold_in(mine, put.results)
             out.append((put.results, put.flushed, _replica(broker, put.results)))
         return out
 

@@ -60,6 +60,9 @@ async def test_normal_messages_are_stored_with_their_properties(g: GrpcEnv) -> N
     assert sorted(e.offset for e in r.entries) == sorted(rec.queue_offset for rec in recs)
     p2 = by_body[b"body-2"].properties
     assert "TAGS" not in p2 and "KEYS" not in p2
+    # counted as messages in, as a Remoting send is (bytes as stored)
+    assert g.broker.metrics is not None
+    assert g.broker.metrics.messages_in[("N1", "normal")] == [2, sum(r.total_size for r in recs)]
 
 
 async def test_one_request_is_one_store_call(g: GrpcEnv, monkeypatch: pytest.MonkeyPatch) -> None:

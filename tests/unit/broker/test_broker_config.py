@@ -35,6 +35,8 @@ KEYS = {
     "enableControllerMode", "controllerAddr", "controllerLeaseTtl",
     # message trace (BrokerConfig keys)
     "traceTopicEnable", "msgTraceTopicName",
+    # Prometheus /metrics (rocketlite's name for RocketMQ 5's metricsPromExporterPort)
+    "metricsPort",
 }
 
 

@@ -244,7 +244,7 @@ class PopService:
             result = await self._pop_once(group, topic, queue_id, max_nums, invisible_ms, sub,
                                           fifo, init_mode, sgc, attempt_id)
             if result.messages or poll_ms <= 0:
-                return result
+                return self._counted(group, topic, result)
             try:
                 waiter = self.polling.register(topics)
             except PollingFull as e:
@@ -258,7 +258,7 @@ class PopService:
                 result = await self._pop_once(group, topic, queue_id, max_nums, invisible_ms, sub,
                                               fifo, init_mode, sgc, attempt_id)
                 if result.messages:
-                    return result
+                    return self._counted(group, topic, result)
                 remaining = deadline - loop.time()
                 if remaining <= 0 or self.polling.closing:
                     return PopResult(PopStatus.POLLING_NOT_FOUND, [], result.pop_time,
@@ -270,6 +270,13 @@ class PopService:
                     pass
             finally:
                 self.polling.unregister(waiter)
+
+    def _counted(self, group: str, topic: str, result: PopResult) -> PopResult:
+        """``result``, its messages counted as messages out (one fold per pop)."""
+        if result.messages and (metrics := self.broker.metrics) is not None:
+            metrics.fold_out(topic, group, len(result.messages),
+                             sum(m.record.total_size for m in result.messages))
+        return result
 
     def next_revive_qid(self) -> int:
         self._counter += 1

@@ -9,19 +9,14 @@ option prints one ``error:`` line and exits 1.
 from __future__ import annotations
 
 import asyncio
-import sys
 from typing import Annotated
 
 import typer
 
+from rocketlite.cli import errors
 from rocketlite.dashboard import serve
 from rocketlite.dashboard.app import DEFAULT_PORT
 from rocketlite.dashboard.auth import credentials
-
-
-def _fail(reason: str) -> typer.Exit:
-    print(f"error: {reason}", file=sys.stderr)
-    return typer.Exit(1)
 
 
 def dashboard(
@@ -42,10 +37,12 @@ def dashboard(
     try:
         creds = credentials(username, password)
     except ValueError as e:
-        raise _fail(str(e)) from None
+        errors.fail(str(e))
     try:
         asyncio.run(serve(namesrv, bind, port, creds))
     except OSError as e:
-        raise _fail(f"cannot serve the dashboard on {bind}:{port}: {e.strerror or e}") from None
+        if errors.debugging():
+            raise
+        errors.fail(f"cannot serve the dashboard on {bind}:{port}: {e.strerror or e}")
     except KeyboardInterrupt:
         pass

@@ -51,6 +51,7 @@ controllerLeaseTtl                controller_lease_ttl                3         
 traceTopicEnable                  trace_topic_enable                  false
 msgTraceTopicName                 msg_trace_topic_name                RMQ_SYS_TRACE_TOPIC
 metricsPort                       metrics_port                        5557                port, 0: off
+dashboardPort                     dashboard_port                      8082                port, 0: off
 ================================  ==================================  ==================  =====
 
 The Remoting keys bound what one client can cost the broker (``remoting/limits.py``):
@@ -186,6 +187,8 @@ class BrokerConfig:
     msg_trace_topic_name: str = field(default="RMQ_SYS_TRACE_TOPIC", metadata=_key("msgTraceTopicName"))
     # Prometheus' /metrics (RocketMQ 5's metricsPromExporterPort, 5557); 0: no metrics at all
     metrics_port: int = field(default=5557, metadata=_key("metricsPort"))
+    # the web dashboard (rocketlite.dashboard) on loopback, served by the broker's process; 0: off
+    dashboard_port: int = field(default=8082, metadata=_key("dashboardPort"))
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -209,9 +212,10 @@ class BrokerConfig:
                               "must be within 0..100")
         if self.revive_queue_num > 64:
             raise ConfigError(f"reviveQueueNum={self.revive_queue_num}: at most 64")
-        if not 0 <= self.metrics_port <= 65535:
-            raise ConfigError(f"metricsPort={self.metrics_port}: must be within 0..65535 "
-                              "(0: off)")
+        for key, port in (("metricsPort", self.metrics_port),
+                          ("dashboardPort", self.dashboard_port)):
+            if not 0 <= port <= 65535:
+                raise ConfigError(f"{key}={port}: must be within 0..65535 (0: off)")
         if not 0 <= self.broker_permission <= 0xF:
             raise ConfigError(f"brokerPermission={self.broker_permission}: must be within 0..15")
         for name in ("broker_cluster_name", "broker_name"):
@@ -255,7 +259,7 @@ _TYPES: dict[str, type] = {
     name: typ for name, typ in typing.get_type_hints(BrokerConfig).items() if isinstance(typ, type)
 }
 _MAY_BE_ZERO = frozenset({"broker_id", "broker_permission", "server_channel_max_idle_time_seconds",
-                          "metrics_port",
+                          "metrics_port", "dashboard_port",
                           "write_buffer_low_water_mark", "pop_from_retry_probability",
                           "pop_ack_time_interval"})
 _KEYS: dict[str, str] = {f.name: f.metadata["key"] for f in fields(BrokerConfig)}

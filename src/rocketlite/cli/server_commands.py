@@ -31,6 +31,7 @@ from rocketlite.broker.metrics_http import MetricsServer
 from rocketlite.cli import errors
 from rocketlite.common import native
 from rocketlite.common.errors import ConfigError
+from rocketlite.dashboard import DashboardServer
 from rocketlite.formats.index_layout import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from rocketlite.namesrv.server import NameServer
 from rocketlite.proxy.config import ProxyConfig
@@ -109,7 +110,10 @@ class BrokerWithFront:
     """A broker and, unless ``enableGrpcServer=false``, the gRPC front on ``grpcServerPort``:
     the front starts after the broker (its routes name the broker's topics) and stops first.
     With ``metricsPort`` (not 0) also Prometheus' ``/metrics`` there, on all interfaces like the
-    broker; a port in use is a warning, not a failure (the broker serves without it)."""
+    broker, and with ``dashboardPort`` (not 0) the web dashboard there, on loopback (reads need
+    no login there; writes are refused: ``rocketlite dashboard`` takes credentials), over the
+    broker's NameServers. A port in use is a warning, not a failure (the broker serves without
+    it)."""
 
     def __init__(self, broker: Broker, front: FrontConfigs) -> None:
         self.broker = broker
@@ -117,6 +121,10 @@ class BrokerWithFront:
         if broker.metrics is not None:
             self.metrics = MetricsServer(metrics_registry(broker), "0.0.0.0",
                                          broker.config.metrics_port)
+        self.dashboard: DashboardServer | None = None
+        if broker.config.dashboard_port and broker.config.namesrv_addr:
+            self.dashboard = DashboardServer(broker.config.namesrv_addr, "127.0.0.1",
+                                             broker.config.dashboard_port)
         self.front: GrpcFront | None = None
         if front.proxy.enable_grpc_server:
             self.front = GrpcFront(broker, front.proxy.grpc_server_port,
@@ -138,9 +146,18 @@ class BrokerWithFront:
             except OSError as e:
                 log.warning("metrics: not served, port %d: %s", self.metrics.port, e.strerror or e)
                 self.metrics = None
+        if self.dashboard is not None:
+            try:
+                await self.dashboard.start()
+            except OSError as e:
+                log.warning("dashboard: not served, port %d: %s", self.dashboard.port,
+                            e.strerror or e)
+                self.dashboard = None
 
     async def close(self) -> None:
         try:
+            if self.dashboard is not None:
+                await self.dashboard.close()
             if self.metrics is not None:
                 await self.metrics.close()
             if self.front is not None:
@@ -150,9 +167,12 @@ class BrokerWithFront:
 
     def describe(self) -> str:
         out = "" if self.front is None else f", gRPC {self.front.address}"
-        if self.metrics is None:
-            return out
-        return f"{out}, metrics http://{self.broker.store_config.broker_ip1}:{self.metrics.port}/metrics"
+        if self.metrics is not None:
+            out += (f", metrics http://{self.broker.store_config.broker_ip1}:{self.metrics.port}"
+                    "/metrics")
+        if self.dashboard is not None:
+            out += f", dashboard {self.dashboard.url}"
+        return out
 
 
 def existing_sizes(root: Path) -> dict[str, str]:
@@ -242,10 +262,13 @@ class ControllerWatch:
 
 def _overrides(store: Path | None, broker_port: int | None, namesrv_addr: str | None,
                flush: str | None, grpc_port: int | None = None, no_grpc: bool = False,
-               controller: str | None = None, metrics_port: int | None = None) -> dict[str, str]:
+               controller: str | None = None, metrics_port: int | None = None,
+               dashboard_port: int | None = None) -> dict[str, str]:
     out: dict[str, str] = {}
     if metrics_port is not None:
         out["metricsPort"] = str(metrics_port)
+    if dashboard_port is not None:
+        out["dashboardPort"] = str(dashboard_port)
     if controller is not None:  # RocketMQ 5's keys for controller mode
         out["enableControllerMode"] = "true"
         out["controllerAddr"] = controller
@@ -276,6 +299,8 @@ NoGrpcOpt = Annotated[bool, typer.Option(
     "--no-grpc", help="do not serve the gRPC front (enableGrpcServer=false)")]
 MetricsPortOpt = Annotated[int | None, typer.Option(
     help="Prometheus /metrics port (metricsPort), 0: no metrics (default: 5557)")]
+DashboardPortOpt = Annotated[int | None, typer.Option(
+    help="web dashboard port on loopback (dashboardPort), 0: no dashboard (default: 8082)")]
 ControllerOpt = Annotated[str | None, typer.Option(
     "--controller", help="controller mode with this etcd, etcd://host:port (automatic failover)")]
 DebugOpt = Annotated[bool, typer.Option(
@@ -296,6 +321,7 @@ def start(
     no_grpc: NoGrpcOpt = False,
     controller: ControllerOpt = None,
     metrics_port: MetricsPortOpt = None,
+    dashboard_port: DashboardPortOpt = None,
     log_level: LogOpt = "INFO",
     debug: DebugOpt = False,
 ) -> None:
@@ -304,12 +330,13 @@ def start(
     A new store gets laptop-sized files: 64 MiB CommitLog segments, a 42 MB IndexFile; RocketMQ's
     sizes are one broker.conf key away (mappedFileSizeCommitLog, maxHashSlotNum, maxIndexNum).
 
-    Defaults: store ./store, NameServer 9876, broker 10911, gRPC 8081, metrics 5557.
+    Defaults: store ./store, NameServer 9876, broker 10911, gRPC 8081, metrics 5557, dashboard
+    8082 (loopback; --dashboard-port 0 turns it off).
     """
     errors.set_debug(debug)
     setup_logging(log_level)
     overrides = _overrides(store, broker_port, f"127.0.0.1:{namesrv_port}", flush, grpc_port,
-                           no_grpc, controller, metrics_port)
+                           no_grpc, controller, metrics_port, dashboard_port)
     bcfg, scfg, fcfg = _server_configs(conf, overrides, START_DEFAULTS)
     namesrv = NameServer("0.0.0.0", namesrv_port,
                          kv_config_path=scfg.store_path_root_dir / "namesrv" / "kvConfig.json",
@@ -385,6 +412,7 @@ def broker(
     no_grpc: NoGrpcOpt = False,
     controller: ControllerOpt = None,
     metrics_port: MetricsPortOpt = None,
+    dashboard_port: DashboardPortOpt = None,
     log_level: LogOpt = "INFO",
     debug: DebugOpt = False,
 ) -> None:
@@ -395,7 +423,7 @@ def broker(
     setup_logging(log_level)
     bcfg, scfg, fcfg = _server_configs(
         conf, _overrides(store, broker_port, namesrv_addr, flush, grpc_port, no_grpc, controller,
-                         metrics_port))
+                         metrics_port, dashboard_port))
     b = BrokerWithFront(Broker(bcfg, scfg), fcfg)
     run_until_signalled(b.start, b.close, lambda: (
         f"broker {bcfg.broker_name} at {scfg.broker_ip1}:{b.broker.port}{b.describe()}, "

@@ -57,22 +57,53 @@ def create_app(session: AdminSession, credentials: Credentials | None = None) ->
     return app
 
 
+class DashboardServer:
+    """The dashboard of the cluster behind ``namesrv`` on ``host:port``, on the running loop:
+    ``rocketlite dashboard`` runs one alone, ``rocketlite start`` and ``broker`` beside the broker
+    (``dashboardPort``)."""
+
+    def __init__(self, namesrv: str, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
+                 credentials: Credentials | None = None) -> None:
+        self.namesrv, self.host, self.port = namesrv, host, port
+        self.credentials = credentials
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def url(self) -> str:
+        shown = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{shown}:{self.port}"
+
+    async def start(self) -> None:
+        """Listen (``OSError`` when the port is taken: nothing is left open)."""
+        runner = web.AppRunner(create_app(AdminSession(self.namesrv), self.credentials),
+                               access_log=None)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, self.host, self.port).start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+
+    async def close(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+
 async def serve(namesrv: str, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
                 credentials: Credentials | None = None) -> None:
     """Serve the dashboard of the cluster behind ``namesrv`` on ``host:port`` until SIGINT or
     SIGTERM; prints ``rocketlite ready: dashboard on http://...`` once it listens."""
-    runner = web.AppRunner(create_app(AdminSession(namesrv), credentials), access_log=None)
-    await runner.setup()
+    server = DashboardServer(namesrv, host, port, credentials)
+    await server.start()
     try:
-        site = web.TCPSite(runner, host, port)
-        await site.start()
         done = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, done.set)
-        shown = f"[{host}]" if ":" in host else host
-        print(f"rocketlite ready: dashboard on http://{shown}:{port} for NameServer {namesrv}"
+        print(f"rocketlite ready: dashboard on {server.url} for NameServer {namesrv}"
               f" ({'writes with login' if credentials else 'read-only'})", flush=True)
         await done.wait()
     finally:
-        await runner.cleanup()
+        await server.close()

@@ -36,7 +36,7 @@ KEYS = {
     # message trace (BrokerConfig keys)
     "traceTopicEnable", "msgTraceTopicName",
     # Prometheus /metrics (rocketlite's name for RocketMQ 5's metricsPromExporterPort)
-    "metricsPort",
+    "metricsPort", "dashboardPort",
 }
 
 

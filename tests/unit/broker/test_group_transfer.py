@@ -61,7 +61,8 @@ async def test_a_master_alone_in_its_sync_state_set_answers_at_once() -> None:
     assert t.request(250) == SUCCESS  # no slave needed
     assert t.alone_acked == 250
     t.set_alone(False)  # a larger set is about to be written: wait for the slave again
-    w = t.request(300)
-    assert isinstance(w, asyncio.Future) or w == SLAVE_NOT_AVAILABLE
+    assert t.request(300) == SLAVE_NOT_AVAILABLE  # no slave connected: not acked alone now
+    s.slave_connected = True
+    assert isinstance(t.request(400), asyncio.Future)  # waits for the slave's ack
     assert t.alone_acked == 250  # what a joining slave must hold first
     t.close()

@@ -17,7 +17,8 @@ until every message arrived and their commits reached the broker (polled). Then:
 * ``topicStatus``: per queue, min offset 0, the same max offset, the last store time.
 * ``queryMsgByKey`` / ``queryMsgById``: a message found by the key its producer set and by the id
   its send returned, with the tag, keys, user properties, queue place and body the client sent.
-* ``statsAll``: per topic, the messages stored, and the client's group with lag 0, one member.
+* ``statsAll``: per topic, the messages stored, and the client's group with lag 0, one member
+  (the tps figures are the last minute's: they depend on timing, only their bound is checked).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ POLL_S = 45  # a producer is listed after its first heartbeat; the consumers com
 # The clients outlive the admin phase (~20 CLI runs): their own deadline (the harness's 90 s by
 # default; the last --deadline-ms given wins) stays under pytest's 300 s for the test.
 CLIENT_DEADLINE = ("--deadline-ms", "240000")
+SAMPLE_S = 5  # the broker samples its rates every flushConsumerOffsetInterval (5000 ms)
 ONS_VERSION, CPP_VERSION = (121, "V3_4_9"), (63, "V3_1_8")
 
 
@@ -153,6 +155,8 @@ def check_stats(stats: list[dict[str, Any]], topic: str, group: str) -> None:
     assert (s["topic"], s["queues"], s["messages"], s["putTotal"]) == (topic, QUEUES, N, N), s
     assert [(g["group"], g["accumulation"], g["online"]) for g in s["groups"]] == \
         [(group, 0, 1)], s
+    # the last minute's rates: the broker samples at least 5 s apart, so no more than N / 5 s
+    assert 0 <= s["putTps"] <= N / SAMPLE_S and 0 <= s["groups"][0]["consumeTps"] <= N / SAMPLE_S, s
 
 
 def check_message(m: dict[str, Any], topic: str, sent: Event, place: tuple[int, int]) -> None:

@@ -138,6 +138,7 @@ def test_live_group_progress_connections_and_offset_resets(env: Env) -> None:
         (conn,) = ok_json("producerConnection", "-n", env.ns, "-g", "OpsPG", "-t", topic)
         assert conn["clientId"] == producer.producer.instance.client_id  # type: ignore[union-attr]
         assert conn["language"] == "PYTHON"
+        assert (conn["version"], conn["versionDesc"]) == (479, "V5_3_3")  # MQVersion by name
 
         c = consumer(env, group, topic, got)
         try:
@@ -156,7 +157,8 @@ def test_live_group_progress_connections_and_offset_resets(env: Env) -> None:
             for args, shown in ((("consumerProgress", "-g", group), "Diff Total: 0"),
                                 (("consumerProgress",), group),
                                 (("consumerConnection", "-g", group), "CONSUME_FROM_FIRST_OFFSET"),
-                                (("producerConnection", "-g", "OpsPG", "-t", topic), "PYTHON"),
+                                (("producerConnection", "-g", "OpsPG", "-t", topic),
+                                 "PYTHON   V5_3_3"),
                                 (("topicStatus", "-t", topic), "#Max Offset")):
                 text = admin(*args, "-n", env.ns)
                 assert text.exit_code == 0 and shown in text.stdout, (args, text.output)

@@ -43,6 +43,7 @@ from rocketlite.broker.offsets import ConsumerOffsetManager
 from rocketlite.broker.pop.processor import PopProcessor
 from rocketlite.broker.pop.service import PopService
 from rocketlite.broker.pull import PullProcessor
+from rocketlite.broker.rates import Rates
 from rocketlite.broker.recall import RecallProcessor
 from rocketlite.broker.schedule import ScheduleMessageService
 from rocketlite.broker.send import SendProcessor
@@ -135,6 +136,8 @@ class Broker:
         # metricsPort=0 (then they do nothing at all). Served by ``metrics_http.MetricsServer``.
         self.metrics = (BrokerMetrics(store_config.mapped_file_size_commit_log)
                         if config.metrics_port else None)
+        # topicPutTps / consumeTps for the admin tools, sampled from ``metrics`` (``rates``)
+        self.rates = Rates()
         self.boot_timestamp = now_ms()
         # Where a message is stored instead of its topic (transaction half messages, timers,
         # delay levels): each diverter returns the message to store instead, or None to pass;
@@ -452,6 +455,8 @@ class Broker:
 
     async def _persist_loop(self) -> None:
         interval = self.config.flush_consumer_offset_interval / 1000
+        if self.metrics is not None:  # the rates' first window starts now
+            self.rates.sample(self.metrics)
         while True:
             await asyncio.sleep(interval)
             try:
@@ -459,6 +464,8 @@ class Broker:
             except Exception as e:  # noqa: BLE001 - retried next interval (still dirty)
                 log.error("cannot persist consumer offsets: %s", e)
             self.stats.sample()
+            if self.metrics is not None:
+                self.rates.sample(self.metrics)
 
     async def _scan_loop(self) -> None:
         while True:

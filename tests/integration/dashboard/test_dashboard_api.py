@@ -168,6 +168,7 @@ async def test_producers_of_a_group(dash: DashEnv) -> None:
         assert p.instance is not None
         (c,) = (await get(dash.url + q))["connections"]
         assert c["clientId"] == p.instance.client_id and c["language"] == "PYTHON"
+        assert (c["version"], c["versionDesc"]) == (479, "V5_3_3")
     assert "give a producer group" in (await get(dash.url + "/api/producers?group=x", status=400))["error"]
 
 

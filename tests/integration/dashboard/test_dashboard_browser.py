@@ -292,6 +292,7 @@ def test_producers_page(dash: DashEnv, browser: WebDriver, shots: Path) -> None:
         wait_for(browser, "the connection", lambda d: client_id in rows(d, "producers"))
         heads, found = table(browser, "producers")
         assert found[client_id][heads.index("language")] == "PYTHON"
+        assert found[client_id][heads.index("version")] == "V5_3_3"  # by name, as mqadmin
         no_error(browser)
         browser.save_screenshot(str(shots / "producers.png"))
     print(f"screenshots in {shots}")

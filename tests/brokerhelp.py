@@ -12,8 +12,11 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from rocketlite.formats.message_record import MessageRecord, decode_record
 from rocketlite.formats.properties import encode_properties
@@ -117,6 +120,16 @@ def free_base(count: int) -> int:
             for s in socks:
                 s.close()
     raise AssertionError(f"no {count} consecutive free ports")
+
+
+def scrape_metrics(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """A broker's ``/metrics`` on ``port`` (loopback), parsed: (name, labels) -> value."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        assert r.status == 200
+        assert r.headers["Content-Type"].startswith("text/plain")
+        text = r.read().decode()
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for f in text_string_to_metric_families(text) for s in f.samples}
 
 
 def wait_port(port: int, timeout: float = 30.0) -> None:

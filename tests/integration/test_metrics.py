@@ -16,7 +16,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from brokerhelp import (
     ServerProcess,
@@ -24,6 +23,7 @@ from brokerhelp import (
     decode_records,
     free_port,
     pull_request,
+    scrape_metrics,
     send_request,
     start_args,
     wait_port,
@@ -39,15 +39,6 @@ TOPIC = "MetricsTopic"
 SENT = 40
 COMMITTED = 15
 STATIC = {"cluster": "DefaultCluster", "node_type": "broker", "node_id": "broker-a"}
-
-
-def _scrape(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-        assert r.status == 200
-        assert r.headers["Content-Type"].startswith("text/plain")
-        text = r.read().decode()
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for f in text_string_to_metric_families(text) for s in f.samples}
 
 
 def _get(samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str,
@@ -89,7 +80,7 @@ def test_metrics_endpoint_shows_the_traffic(tmp_path: Path) -> None:
         line = p.wait_ready()
         assert f":{port}/metrics" in line
         pulled, pulls = asyncio.run(_traffic(broker_addr(args)))
-        s = _scrape(port)
+        s = scrape_metrics(port)
         normal = {"topic": TOPIC, "message_type": "normal", "is_system": "false"}
         assert _get(s, "rocketmq_messages_in_total", **normal) == SENT
         # every message pulled once: bytes in (as stored) = bytes out = the records pulled

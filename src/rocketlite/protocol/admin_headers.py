@@ -16,6 +16,7 @@ __all__ = [
     "GetConsumerConnectionListRequestHeader",
     "GetProducerConnectionListRequestHeader",
     "GetSubscriptionGroupConfigRequestHeader",
+    "GetTopicConfigRequestHeader",
     "GetTopicStatsInfoRequestHeader",
     "QueryTopicConsumeByWhoRequestHeader",
     "QueryTopicsByConsumerRequestHeader",
@@ -116,3 +117,13 @@ class GetSubscriptionGroupConfigRequestHeader(Header):
     """GET_SUBSCRIPTIONGROUP_CONFIG (352)."""
 
     group: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GetTopicConfigRequestHeader(Header):
+    """GET_TOPIC_CONFIG (351, 5.x). ``lo`` (5.x's TopicRequestHeader: answer the static topic's
+    logic queue mapping too) is read and has nothing to add here: rocketlite has no static
+    topics."""
+
+    topic: str
+    lo: bool | None = None

@@ -14,6 +14,7 @@ __all__ = [
     "GetBrokerConfigResponseHeader",
     "GetConsumeStatsRequestHeader",
     "GetConsumerConnectionListRequestHeader",
+    "GetConsumerRunningInfoRequestHeader",
     "GetProducerConnectionListRequestHeader",
     "GetSubscriptionGroupConfigRequestHeader",
     "GetTopicConfigRequestHeader",
@@ -127,3 +128,14 @@ class GetTopicConfigRequestHeader(Header):
 
     topic: str
     lo: bool | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GetConsumerRunningInfoRequestHeader(Header):
+    """GET_CONSUMER_RUNNING_INFO (307): mqadmin to a broker, which sends it on, unchanged, to the
+    client ``clientId`` of ``consumerGroup``; with ``jstackEnable`` the client adds a dump of its
+    threads."""
+
+    consumerGroup: str
+    clientId: str
+    jstackEnable: bool = False

@@ -8,8 +8,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rocketlite.protocol.admin_bodies import TopicConfigAndQueueMapping
-from rocketlite.protocol.admin_headers import GetTopicConfigRequestHeader
-from rocketlite.protocol.bodies import TopicFilterType
+from rocketlite.protocol.admin_headers import (
+    GetConsumerRunningInfoRequestHeader,
+    GetTopicConfigRequestHeader,
+)
+from rocketlite.protocol.bodies import MessageQueue, SubscriptionData, TopicFilterType
+from rocketlite.protocol.running_info import (
+    PROP_CONSUME_ORDERLY,
+    ConsumerRunningInfo,
+    ConsumeStatus,
+    PopProcessQueueInfo,
+    ProcessQueueInfo,
+)
 
 names = st.text(alphabet="abcXYZ019_-%|", min_size=1, max_size=40)
 int32 = st.integers(-(2**31), 2**31 - 1)
@@ -47,3 +57,69 @@ def test_topic_config_as_a_java_broker_answers_it() -> None:
         topicFilterType=TopicFilterType.MULTI_TAG, order=True,
         attributes={"+message.type": "FIFO"})
     assert b"mappingDetail" not in tc.to_json()  # null: fastjson leaves it out
+
+
+int64 = st.integers(-(2**63), 2**63 - 1)
+doubles = st.floats(allow_nan=False, allow_infinity=False, width=64)
+mqs = st.builds(MessageQueue, topic=names, brokerName=names, queueId=st.integers(0, 2**31 - 1))
+
+
+@st.composite
+def running_infos(draw: st.DrawFn) -> ConsumerRunningInfo:
+    pq = st.builds(
+        ProcessQueueInfo, commitOffset=int64, cachedMsgMinOffset=int64, cachedMsgMaxOffset=int64,
+        cachedMsgCount=int32, cachedMsgSizeInMiB=int32, transactionMsgMinOffset=int64,
+        transactionMsgMaxOffset=int64, transactionMsgCount=int32, locked=st.booleans(),
+        tryUnlockTimes=int64, lastLockTimestamp=int64, droped=st.booleans(),
+        lastPullTimestamp=int64, lastConsumeTimestamp=int64)
+    status = st.builds(ConsumeStatus, pullRT=doubles, pullTPS=doubles, consumeRT=doubles,
+                       consumeOKTPS=doubles, consumeFailedTPS=doubles, consumeFailedMsgs=int64)
+    subs = st.builds(SubscriptionData.from_expression, names,
+                     st.sampled_from(["*", "a || b", "TagA"]))
+    return ConsumerRunningInfo(
+        properties=draw(st.dictionaries(names, st.text(max_size=20), max_size=4)),
+        subscriptionSet=draw(st.lists(subs, max_size=3)),
+        mqTable=draw(st.dictionaries(mqs, pq, max_size=4)),
+        mqPopTable=draw(st.dictionaries(mqs, st.builds(
+            PopProcessQueueInfo, waitAckCount=int32, droped=st.booleans(),
+            lastPopTimestamp=int64), max_size=2)),
+        statusTable=draw(st.dictionaries(names, status, max_size=3)),
+        userConsumerInfo=draw(st.dictionaries(names, names, max_size=2)),
+        jstack=draw(st.none() | st.text(max_size=50)))
+
+
+@given(running_infos())
+def test_running_info_round_trip(info: ConsumerRunningInfo) -> None:
+    assert ConsumerRunningInfo.from_json(info.to_json()) == info
+
+
+@given(names, names, st.booleans())
+def test_running_info_header_round_trip(group: str, client: str, jstack: bool) -> None:
+    h = GetConsumerRunningInfoRequestHeader(consumerGroup=group, clientId=client, jstackEnable=jstack)
+    assert GetConsumerRunningInfoRequestHeader.from_ext(h.to_ext()) == h
+    assert GetConsumerRunningInfoRequestHeader.from_ext(
+        {"consumerGroup": group, "clientId": client}).jstackEnable is False
+
+
+def test_running_info_as_a_java_client_answers_it() -> None:
+    # fastjson's member order, a MessageQueue object key, doubles, a jstack string
+    data = (b'{"jstack":"\\"main\\" RUNNABLE","mqPopTable":{},"mqTable":{{"brokerName":"b",'
+            b'"queueId":1,"topic":"T"}:{"cachedMsgCount":2,"cachedMsgMaxOffset":9,'
+            b'"cachedMsgMinOffset":8,"cachedMsgSizeInMiB":0,"commitOffset":8,"droped":false,'
+            b'"lastConsumeTimestamp":1700000000000,"lastLockTimestamp":1700000000000,'
+            b'"lastPullTimestamp":1700000000001,"locked":false,"transactionMsgCount":0,'
+            b'"transactionMsgMaxOffset":0,"transactionMsgMinOffset":0,"tryUnlockTimes":0}},'
+            b'"properties":{"PROP_CONSUMEORDERLY":"false","consumerGroup":"G"},'
+            b'"statusTable":{"T":{"consumeFailedMsgs":0,"consumeFailedTPS":0.0,'
+            b'"consumeOKTPS":1.5,"consumeRT":2.0,"pullRT":1.0,"pullTPS":3.25}},'
+            b'"subscriptionSet":[{"classFilterMode":false,"codeSet":[],"expressionType":"TAG",'
+            b'"subString":"*","subVersion":1700000000000,"tagsSet":[],"topic":"T"}],'
+            b'"userConsumerInfo":{}}')
+    info = ConsumerRunningInfo.from_json(data)
+    mq = MessageQueue(topic="T", brokerName="b", queueId=1)
+    assert info.mqTable[mq].cachedMsgCount == 2 and info.mqTable[mq].commitOffset == 8
+    assert info.statusTable["T"] == ConsumeStatus(pullRT=1.0, pullTPS=3.25, consumeRT=2.0,
+                                                  consumeOKTPS=1.5)
+    assert info.properties[PROP_CONSUME_ORDERLY] == "false"
+    assert [s.topic for s in info.subscriptionSet] == ["T"] and info.jstack == '"main" RUNNABLE'
+    assert ConsumerRunningInfo.from_json(info.to_json()) == info

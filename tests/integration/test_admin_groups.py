@@ -280,6 +280,7 @@ def test_consumer_status(env: Env) -> None:
         one = ok_json("consumerStatus", "-n", env.ns, "-g", group, "-i", cid, "-s")
         (detail,) = one["clients"]
         assert detail["clientId"] == cid and "MainThread" in detail["jstack"]
+        assert (detail["language"], detail["clientAddr"]) == ("PYTHON", client["clientAddr"])
         assert _own_offsets(one, topic) == n
         text = admin("consumerStatus", "-n", env.ns, "-g", group)
         assert text.exit_code == 0 and cid in text.stdout, text.output

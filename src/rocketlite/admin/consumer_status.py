@@ -22,15 +22,11 @@ import dataclasses
 import time
 
 from rocketlite.admin.errors import AdminError, TopicNotFoundError
-from rocketlite.admin.groups import RETRY_PREFIX, check_group
+from rocketlite.admin.groups import RETRY_PREFIX, broker_connection, check_group
 from rocketlite.admin.session import AdminSession, decode, route_masters
-from rocketlite.protocol.admin_bodies import ClientConnection, ConsumerConnection
-from rocketlite.protocol.admin_headers import (
-    GetConsumerConnectionListRequestHeader,
-    GetConsumerRunningInfoRequestHeader,
-)
+from rocketlite.protocol.admin_headers import GetConsumerRunningInfoRequestHeader
 from rocketlite.protocol.bodies import SubscriptionData
-from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.codes import RequestCode
 from rocketlite.protocol.running_info import (
     PROP_CONSUME_ORDERLY,
     PROP_CONSUME_TYPE,
@@ -135,19 +131,17 @@ async def consumer_status(session: AdminSession, group: str, client_id: str | No
     brokers = await _brokers(session, group, broker_addr)
     clients: dict[str, ClientStatus] = {}
     if client_id is not None:
-        cs = ClientStatus(client_id, "", "", 0, brokers[0])
-        _fill(cs, await _running_info(session, brokers[0], group, client_id, jstack))
+        info = await _running_info(session, brokers[0], group, client_id, jstack)
+        cc = await broker_connection(session, brokers[0], group)
+        conn = next((c for c in cc.connectionSet if c.clientId == client_id),
+                    None) if cc is not None else None
+        cs = ClientStatus(client_id, conn.clientAddr if conn else "",
+                          conn.language if conn else "", conn.version if conn else 0, brokers[0])
+        _fill(cs, info)
         clients[client_id] = cs
     for addr in brokers if client_id is None else []:
-        reply = await session.call(
-            addr, RequestCode.GET_CONSUMER_CONNECTION_LIST,
-            GetConsumerConnectionListRequestHeader(consumerGroup=group),
-            accept=(ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE))
-        if reply.code != ResponseCode.SUCCESS:
-            continue
-        members: set[ClientConnection] = decode(ConsumerConnection, reply, addr,
-                                                "consumer connection list").connectionSet
-        for c in sorted(members):
+        cc = await broker_connection(session, addr, group)
+        for c in sorted(cc.connectionSet) if cc is not None else []:
             if c.clientId in clients:
                 continue
             cs = clients[c.clientId] = ClientStatus(c.clientId, c.clientAddr, c.language,

@@ -1,16 +1,19 @@
 """GET_TOPIC_CONFIG (351) and GET_CONSUMER_RUNNING_INFO (307) on loopback sockets, with a broker
 and a NameServer in the loop (``test_broker.running``): the topic config a broker holds, read back
 through the body class; an unknown topic is TOPIC_NOT_EXIST with Java's remark. A live
-rocketlite PushConsumer's running info relayed by the broker; a member gone, silent or refusing."""
+rocketlite PushConsumer's and LitePullConsumer's running info relayed by the broker; a member gone,
+silent or refusing."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 from test_broker import eventually, running
 
 from rocketlite.client.instance import ClientConfig
+from rocketlite.client.lite_pull_consumer import LitePullConsumer
 from rocketlite.client.push_consumer import PushConsumer
 from rocketlite.protocol.admin_bodies import TopicConfigAndQueueMapping
 from rocketlite.protocol.bodies import ConsumeFromWhere, MessageQueue, TopicFilterType
@@ -122,3 +125,41 @@ async def test_a_client_that_does_not_answer_times_out(tmp_path: Path) -> None:
         finally:
             await silent.close()
             await refusing.close()
+
+
+async def test_lite_pull_consumer_answers_with_its_buffered_messages(tmp_path: Path) -> None:
+    """A LitePullConsumer (CONSUME_ACTIVELY) answers too: its queues, what it pulled and was not
+    yet polled, what it pulled per topic."""
+    async with running(tmp_path / "store", brokerIP1="127.0.0.1") as env:
+        for i in range(6):
+            assert (await env.send("LiteT", b"l%d" % i, queue_id=0, queue_nums=1)).code == RC.SUCCESS
+        c = LitePullConsumer("LiteG", config=ClientConfig(
+            namesrv_addr=env.ns_addr, rebalance_interval=0.5, heartbeat_interval=0.5),
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, auto_commit=False)
+        c.subscribe("LiteT", "*")
+        await c.start()
+        try:
+            mq = MessageQueue(topic="LiteT", brokerName="broker-t", queueId=0)
+
+            async def info() -> ConsumerRunningInfo:
+                assert c.instance is not None
+                r = await env.call(RQ.GET_CONSUMER_RUNNING_INFO, {
+                    "consumerGroup": "LiteG", "clientId": c.instance.client_id})
+                assert r.code == RC.SUCCESS, r.remark
+                return ConsumerRunningInfo.from_json(r.body)
+
+            async def buffered() -> int:
+                got = await info()
+                return got.mqTable[mq].cachedMsgCount if mq in got.mqTable else -1
+
+            deadline = asyncio.get_running_loop().time() + 30
+            while await buffered() != 6:  # pulled, none polled yet
+                assert asyncio.get_running_loop().time() < deadline
+                await asyncio.sleep(0.1)
+            got = await info()
+            assert got.properties["PROP_CONSUME_TYPE"] == "CONSUME_ACTIVELY"
+            assert got.statusTable["LiteT"].pullTPS > 0
+            assert len(await c.poll(5.0)) == 6
+            assert await buffered() == 0
+        finally:
+            await c.shutdown()

@@ -1,7 +1,8 @@
 """``rocketlite start`` with ``--metrics-port``: traffic through the broker, then ``/metrics`` over
 HTTP shows it (messages and bytes in and out, the consumer's lag, rpc latency per request code),
 and a real Prometheus (Debian's ``prometheus``) scraping it every second answers a query for
-``rocketmq_messages_in_total`` with what was sent."""
+``rocketmq_messages_in_total`` with what was sent. broker.conf's ``metricsPromExporterPort``
+(RocketMQ 5's name) sets the port too."""
 
 from __future__ import annotations
 
@@ -120,6 +121,18 @@ def test_metrics_port_zero_serves_nothing(tmp_path: Path) -> None:
     args = [*start_args(tmp_path / "store", conf), "--metrics-port", "0"]
     with ServerProcess(args, tmp_path / "broker.log") as p:
         assert "/metrics" not in p.wait_ready()
+        assert p.stop() == 0, p.log()
+
+
+def test_rocketmq5s_metrics_key_in_broker_conf(tmp_path: Path) -> None:
+    """``-c broker.conf`` with RocketMQ 5's ``metricsPromExporterPort``: /metrics is served there."""
+    port = free_port()
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"metricsPromExporterPort={port}\n")
+    args = start_args(tmp_path / "store", conf)
+    with ServerProcess(args, tmp_path / "broker.log") as p:
+        assert f":{port}/metrics" in p.wait_ready()
+        assert _get(scrape_metrics(port), "rocketmq_topic_number") is not None
         assert p.stop() == 0, p.log()
 
 

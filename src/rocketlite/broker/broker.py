@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rocketlite.broker.admin import AdminProcessor
+from rocketlite.broker.admin_clients import ClientCalls
 from rocketlite.broker.admin_remoting import AdminRemoting
 from rocketlite.broker.client_processor import ClientProcessor
 from rocketlite.broker.clients import ConsumerManager, ProducerManager
@@ -156,7 +157,9 @@ class Broker:
         self.admin = AdminProcessor(self)
         self.clients = ClientProcessor(self)
         self.admin_tools = AdminRemoting(self)  # mqadmin's stats, groups, resets, config
-        for p in (self.send, self.pull, self.admin, self.clients, self.admin_tools):
+        self.client_calls = ClientCalls(self)  # admin requests relayed to a client
+        for p in (self.send, self.pull, self.admin, self.clients, self.admin_tools,
+                  self.client_calls):
             p.register()
         # Transactional half messages first (index 0): a prepared message is neither timed nor
         # delayed until its commit, which goes through the diverters again.

@@ -86,6 +86,9 @@ registers its replica with a lease of ``controllerLeaseTtl`` seconds (not a Rock
 takes the role the controller's state names; ``brokerRole`` is then only the role it runs as
 when master (SLAVE there means ASYNC_MASTER), and ``brokerId`` (above 0) names the replica.
 
+``metricsPort`` is also read under RocketMQ 5's name for it, ``metricsPromExporterPort`` (either
+key sets it; both with different values is refused), so a RocketMQ 5 broker.conf carries over.
+
 With ``traceTopicEnable`` the broker creates the message trace topic ``msgTraceTopicName`` (one
 queue) at start, as Java does, for clients that write traces (``client/trace.py``).
 
@@ -185,8 +188,10 @@ class BrokerConfig:
     controller_lease_ttl: int = field(default=3, metadata=_key("controllerLeaseTtl"))
     trace_topic_enable: bool = field(default=False, metadata=_key("traceTopicEnable"))
     msg_trace_topic_name: str = field(default="RMQ_SYS_TRACE_TOPIC", metadata=_key("msgTraceTopicName"))
-    # Prometheus' /metrics (RocketMQ 5's metricsPromExporterPort, 5557); 0: no metrics at all
-    metrics_port: int = field(default=5557, metadata=_key("metricsPort"))
+    # Prometheus' /metrics (5557); 0: no metrics at all. RocketMQ 5 names it
+    # metricsPromExporterPort: broker.conf (and updateBrokerConfig) take that name too
+    metrics_port: int = field(default=5557, metadata={"key": "metricsPort",
+                                                      "aliases": ("metricsPromExporterPort",)})
     # the web dashboard (rocketlite.dashboard) on loopback, served by the broker's process; 0: off
     dashboard_port: int = field(default=8082, metadata=_key("dashboardPort"))
 
@@ -212,7 +217,7 @@ class BrokerConfig:
                               "must be within 0..100")
         if self.revive_queue_num > 64:
             raise ConfigError(f"reviveQueueNum={self.revive_queue_num}: at most 64")
-        for key, port in (("metricsPort", self.metrics_port),
+        for key, port in (("metricsPort (metricsPromExporterPort)", self.metrics_port),
                           ("dashboardPort", self.dashboard_port)):
             if not 0 <= port <= 65535:
                 raise ConfigError(f"{key}={port}: must be within 0..65535 (0: off)")

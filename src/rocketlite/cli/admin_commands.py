@@ -2,8 +2,8 @@
 over), over ``rocketlite.admin``: each command parses its options, calls one library function
 through the shared error path (``admin_common.run``) and renders the result as rich tables, or as
 JSON with ``--json``. Clusters and brokers live here; topics in ``admin_topics``, messages in
-``admin_messages``, groups and offsets in ``admin_groups``, broker configuration and statsAll in
-``admin_brokers``, queryMsgTraceById in ``admin_trace``.
+``admin_messages``, groups and offsets in ``admin_groups``, consumerStatus in ``admin_consumers``,
+broker configuration and statsAll in ``admin_brokers``, queryMsgTraceById in ``admin_trace``.
 
 =====================  =================================================================
 clusterList            brokers of each cluster with their version, tps and today's counts
@@ -31,7 +31,14 @@ from rocketlite.admin import (
     resend_dlq,
 )
 from rocketlite.admin.timeparse import format_timestamp
-from rocketlite.cli import admin_brokers, admin_groups, admin_messages, admin_topics, admin_trace
+from rocketlite.cli import (
+    admin_brokers,
+    admin_consumers,
+    admin_groups,
+    admin_messages,
+    admin_topics,
+    admin_trace,
+)
 from rocketlite.cli.admin_common import AsJson, Debug, Namesrv, console, print_json, run
 
 admin_app = typer.Typer(help="Operate a running cluster (mqadmin's commands).",
@@ -187,5 +194,6 @@ def resend_dlq_command(
 admin_topics.register(admin_app)
 admin_messages.register(admin_app)
 admin_groups.register(admin_app)
+admin_consumers.register(admin_app)
 admin_brokers.register(admin_app)
 admin_trace.register(admin_app)

@@ -9,7 +9,8 @@ connected to, the connection dropped, no answer) also refreshes its topic's rout
 background and at most once a second per topic (``route_failed``): a failover, a new master
 under the same broker name, is then picked up in about a second instead of at the next poll
 (Java waits for the poll). Requests from brokers (NOTIFY_CONSUMER_IDS_CHANGED,
-CHECK_TRANSACTION_STATE) are routed to the producer or consumer of their group.
+CHECK_TRANSACTION_STATE, RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_RUNNING_INFO) are routed to the
+producer or consumer of their group.
 
 Each producer or consumer makes its own instance: the client id is ``ip@instanceName`` and the
 default instance name is ``pid#nanos`` (as Java 5 does), unique per client object, so two consumers
@@ -28,6 +29,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+from rocketlite.client import running_info
 from rocketlite.client.errors import MQBrokerError, MQClientError
 from rocketlite.common.errors import FormatError, RemotingError
 from rocketlite.protocol.admin_bodies import ResetOffsetBody
@@ -47,6 +49,7 @@ from rocketlite.protocol.headers import (
     NotifyConsumerIdsChangedRequestHeader,
     UnregisterClientRequestHeader,
 )
+from rocketlite.protocol.running_info import ConsumerRunningInfo
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection
 
@@ -114,6 +117,8 @@ class ConsumerPeer(Protocol):
     async def persist_offsets(self) -> None: ...
 
     async def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None: ...
+
+    def running_info(self) -> ConsumerRunningInfo: ...
 
 
 class ClientInstance:
@@ -483,6 +488,8 @@ class ClientInstance:
         if cmd.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
             self._on_reset_offset(conn, cmd)
             return None
+        if cmd.code == RequestCode.GET_CONSUMER_RUNNING_INFO:  # mqadmin consumerStatus
+            return running_info.answer(cmd, self.consumers, self.namesrv_addrs)
         return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                             f"request code {cmd.code} is not supported by this client")
 

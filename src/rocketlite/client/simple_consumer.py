@@ -36,8 +36,10 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import logging
+import time
 import uuid
 
+from rocketlite.client import running_info
 from rocketlite.client.broker_api import BrokerApi, PopReply
 from rocketlite.client.errors import MQBrokerError, MQClientError
 from rocketlite.client.instance import ClientConfig, ClientInstance
@@ -63,6 +65,7 @@ from rocketlite.protocol.pop_info import (
     ReceiptHandle,
     batch_acks,
 )
+from rocketlite.protocol.running_info import ConsumerRunningInfo
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +155,7 @@ class SimpleConsumer:
         self._brokers: dict[str, list[str]] = {}  # topic -> readable brokers, by name
         self._turn = itertools.count()
         self._attempts: dict[tuple[str, str], str] = {}  # fifo: (topic, broker) -> attempt id
+        self._start_ms = 0
         self._started = False
 
     # -- subscriptions --------------------------------------------------------------------------
@@ -175,6 +179,7 @@ class SimpleConsumer:
         inst = ClientInstance(self.config)
         inst.register_consumer(self)
         self.instance, self.api = inst, BrokerApi(inst)
+        self._start_ms = int(time.time() * 1000)
         await inst.start()
         self._started = True
         await inst.route_subscriptions(self.group, list(self.subscriptions))
@@ -217,6 +222,14 @@ class SimpleConsumer:
             groupName=self.group, consumeType=ConsumeType.CONSUME_POP,
             messageModel=MessageModel.CLUSTERING, consumeFromWhere=self.consume_from_where,
             subscriptionDataSet=[self.subscriptions[t] for t in sorted(self.subscriptions)])
+
+    def running_info(self) -> ConsumerRunningInfo:
+        """GET_CONSUMER_RUNNING_INFO's answer: settings and subscriptions (no queue of its own:
+        the broker hands out messages)."""
+        return running_info.build({
+            "consumerGroup": self.group, "messageModel": MessageModel.CLUSTERING.name,
+            "consumeFromWhere": self.consume_from_where.name, "fifo": self.fifo,
+            "awaitDuration": self.await_ms}, self.subscriptions, {}, None, self._start_ms)
 
     async def rebalance(self) -> None:
         """Nothing to do: the broker hands messages to whoever pops."""

@@ -50,6 +50,9 @@ async def test_topics_and_their_queues(dash: DashEnv) -> None:
     queues = (await get(dash.url + f"/api/topics/{TOPIC}"))["queues"]
     assert [q["queueId"] for q in queues] == list(range(QUEUES))
     assert sum(q["maxOffset"] for q in queues) == N and all(q["minOffset"] == 0 for q in queues)
+    (cfg,) = (await get(dash.url + f"/api/topics/{TOPIC}"))["configs"]  # GET_TOPIC_CONFIG
+    assert cfg["config"]["topicName"] == TOPIC and cfg["config"]["perm"] == 6
+    assert cfg["config"]["readQueueNums"] == cfg["config"]["writeQueueNums"] == QUEUES
     missing = await get(dash.url + "/api/topics/NoSuchTopic", status=404)
     assert "does not exist" in missing["error"]
 

@@ -169,6 +169,9 @@ def test_topics_page(dash: DashEnv, browser: WebDriver, shots: Path) -> None:
     wait_for(browser, "the queues", lambda d: len(rows(d, "queues")) == QUEUES)
     heads, queues = table(browser, "queues")
     assert sum(int(c[heads.index("max offset")]) for c in queues.values()) == N
+    heads, configs = table(browser, "configs")  # as the broker holds it (GET_TOPIC_CONFIG)
+    (cfg,) = configs.values()
+    assert (cfg[heads.index("read queues")], cfg[heads.index("perm")]) == (str(QUEUES), "6")
     # the rate chart: messages per second from the growth of the max offsets between polls
     wait_for(browser, "the rate chart", lambda d: RATE_TOPIC in d.execute_script(RATES_SHOWN))
     asyncio.run(asyncio.wait_for(send_more(dash.ns, RATE_MORE), 30))

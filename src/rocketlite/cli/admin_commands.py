@@ -32,7 +32,15 @@ from rocketlite.admin import (
 )
 from rocketlite.admin.timeparse import format_timestamp
 from rocketlite.cli import admin_brokers, admin_groups, admin_messages, admin_topics, admin_trace
-from rocketlite.cli.admin_common import AsJson, Debug, Namesrv, console, print_json, run
+from rocketlite.cli.admin_common import (
+    AsJson,
+    Debug,
+    Namesrv,
+    TlsChoice,
+    console,
+    print_json,
+    run,
+)
 
 admin_app = typer.Typer(help="Operate a running cluster (mqadmin's commands).",
                         no_args_is_help=True)
@@ -41,6 +49,26 @@ BrokerAddr = Annotated[str | None, typer.Option("-b", "--broker-addr",
                                                 help="the broker to ask, host:port")]
 Cluster = Annotated[str | None, typer.Option("-c", "--cluster",
                                              help="every master of this cluster (needs -n)")]
+
+
+@admin_app.callback()
+def admin_options(
+    tls: Annotated[bool, typer.Option(
+        "--tls", envvar="ROCKETLITE_TLS",
+        help="connect with TLS (to tlsServerMode=permissive or enforcing servers)")] = False,
+    ca: Annotated[str | None, typer.Option(
+        "--ca", envvar="ROCKETLITE_TLS_CA",
+        help="with --tls: the CA certificates (PEM) to trust (default: the system's)")] = None,
+    cert: Annotated[str | None, typer.Option(
+        "--cert", envvar="ROCKETLITE_TLS_CERT",
+        help="with --tls: a client certificate (PEM), for mutual TLS")] = None,
+    key: Annotated[str | None, typer.Option(
+        "--key", envvar="ROCKETLITE_TLS_KEY", help="with --tls: the client certificate's key")] = None,
+) -> None:
+    """Options of every admin command (before its name: ``rocketlite admin --tls --ca ca.pem
+    topicList -n host:9876``)."""
+    TlsChoice.enabled = tls or ca is not None
+    TlsChoice.ca, TlsChoice.cert, TlsChoice.key = ca, cert, key
 
 
 def _one_target(broker_addr: str | None, cluster: str | None, namesrv: str | None) -> None:

@@ -28,6 +28,7 @@ from rocketlite.admin import AdminSession, MessageView, jsonable, parse_timestam
 from rocketlite.admin.timeparse import format_timestamp
 from rocketlite.cli.errors import debugging, reported
 from rocketlite.cli.term import console as console  # re-exported: the admin modules print with it
+from rocketlite.remoting.tls import TlsOption, make_client_context
 
 T = TypeVar("T")
 
@@ -55,6 +56,23 @@ BodyOpt = Annotated[BodyFormat | None, typer.Option(
                    "base64 with --json)")]
 
 
+class TlsChoice:
+    """The admin group's ``--tls``/``--ca``/``--cert``/``--key`` (``admin_commands.admin_options``),
+    for every command's session: None plain, else the client context (a bad file is a
+    ConfigError, reported by ``run``)."""
+
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+    enabled = False
+
+    @classmethod
+    def option(cls) -> TlsOption:
+        if not cls.enabled:
+            return None
+        return make_client_context(cls.ca, cls.cert, cls.key)
+
+
 def run(make: Callable[[AdminSession], Awaitable[T]], namesrv: str | None, debug: bool) -> T:
     """``make(session)`` on a fresh event loop and session; the shared error path (module doc,
     ``rocketlite.cli.errors``)."""
@@ -62,7 +80,7 @@ def run(make: Callable[[AdminSession], Awaitable[T]], namesrv: str | None, debug
         logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
 
     async def go() -> T:
-        async with AdminSession(namesrv) as session:
+        async with AdminSession(namesrv, tls=TlsChoice.option()) as session:
             return await make(session)
 
     with reported(debug):

@@ -50,6 +50,9 @@ class RemotingClient:
         # broker that stopped reading it); it never closes a connection for being idle.
         self.limits = ConnectionLimits.for_client(max_frame)
         self._conns: dict[str, Connection] = {}
+        # TLS connections not yet answered: a server that refuses the client's certificate (or
+        # its lack of one) drops the connection only after the handshake (TLS 1.3)
+        self._unproven: set[Connection] = set()
         self._locks: dict[str, asyncio.Lock] = {}
         self._closed = False
 
@@ -98,6 +101,9 @@ class RemotingClient:
             except OSError as e:
                 raise RemotingError(f"cannot connect to {addr}: {e}") from e
             self._conns[addr] = new
+            if tls is not None:  # (the closed ones are forgotten here: the set stays bounded)
+                self._unproven = {c for c in self._unproven if c.is_open}
+                self._unproven.add(new)
             return new
 
     @staticmethod
@@ -138,7 +144,20 @@ class RemotingClient:
         self, addr: str, cmd: RemotingCommand, timeout: float = 3.0  # noqa: ASYNC109 - Remoting API
     ) -> RemotingCommand:
         conn = await self.connection(addr)
-        return await conn.request(cmd, timeout)
+        if not self._unproven:
+            return await conn.request(cmd, timeout)
+        try:
+            reply = await conn.request(cmd, timeout)
+        except RemotingError as e:
+            if conn in self._unproven and not conn.is_open:
+                self._unproven.discard(conn)
+                raise RemotingError(
+                    f"{e}: {addr} dropped the connection right after the TLS handshake; it may "
+                    "require a client certificate (mutual TLS) that was not sent or not trusted"
+                ) from e
+            raise
+        self._unproven.discard(conn)
+        return reply
 
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
         conn = await self.connection(addr)

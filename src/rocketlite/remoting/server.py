@@ -60,6 +60,8 @@ class RemotingServer:
         self.connections: set[Connection] = set()
         self.close_listeners: list[Callable[[Connection], None]] = []
         self.peer_log = PeerLog(log)  # bad frames, rate-limited per peer host
+        # plain connections an enforcing port refused, failed TLS handshakes: once per peer host
+        self.tls_log = PeerLog(log, "refused connections", first=1)
         self.frame_budget = (FrameBudget(limits.buffered_frames_max, self.peer_log)
                              if limits.buffered_frames_max else None)
         self._server: Listening | None = None
@@ -107,7 +109,7 @@ class RemotingServer:
         loop = asyncio.get_running_loop()
         self._server, self.port = await listen(
             self._make_connection, self.host, self.port, self.tls, name=self.name,
-            peer_log=self.peer_log, refuse=lambda: PlainRefusal(self.name))
+            peer_log=self.tls_log, refuse=lambda: PlainRefusal(self.name))
         mode = "" if self.tls is None else f" (TLS {self.tls.mode})"
         log.info("%s listening on %s:%d%s", self.name, self.host, self.port, mode)
         if self.limits.max_idle_s:
@@ -154,6 +156,7 @@ class RemotingServer:
             await self._server.wait_closed()
             self._server = None
         self.peer_log.flush()
+        self.tls_log.flush()
 
 
 REFUSAL_MAX_FRAME = 1 << 20

@@ -193,6 +193,12 @@ class TlsSettings:
         client = None
         if enable == "true":
             files = {f: props.get(k, "").strip() or None for f, k in CLIENT_KEYS.items()}
-            client = make_client_context(files["trust_cert_path"], files["cert_path"],
-                                         files["key_path"], files["key_password"])
+            try:
+                client = make_client_context(files["trust_cert_path"], files["cert_path"],
+                                             files["key_path"], files["key_password"])
+            except ConfigError as e:
+                given = ", ".join(f"{CLIENT_KEYS[f]}={v}" for f, v in files.items()
+                                  if v and f not in ("enable", "key_password"))
+                raise ConfigError(f"{given or CLIENT_KEYS['enable']}: cannot load: "
+                                  f"{e.__cause__ or e}") from e
         return cls(server, client)

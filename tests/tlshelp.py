@@ -1,6 +1,7 @@
 """Certificates made at test time (trustme) for the TLS tests, written as PEM files under a
 directory: a CA and a server certificate for 127.0.0.1/localhost signed by it, an expired one, one
-signed by a CA nobody trusts, one for another host name, and a client certificate for mutual TLS (not a test module)."""
+signed by a CA nobody trusts, one for another host name, and a client certificate for mutual TLS
+(not a test module)."""
 
 from __future__ import annotations
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tlshelp import make_certs
 from typer.testing import CliRunner
 
 from brokerhelp import ServerProcess, free_port
 from rocketlite.cli.main import app
+from tlshelp import make_certs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 runner = CliRunner()

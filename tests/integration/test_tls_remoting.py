@@ -12,7 +12,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from tlshelp import Certs, make_certs
 
 from rocketlite.common.errors import ConfigError, RemotingError
 from rocketlite.protocol.command import RemotingCommand
@@ -20,6 +19,7 @@ from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection
 from rocketlite.remoting.server import RemotingServer
 from rocketlite.remoting.tls import TlsMode, TlsServerConfig, TlsSettings
+from tlshelp import Certs, make_certs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 ECHO = 77
@@ -92,7 +92,7 @@ async def test_enforcing_refuses_plain_with_an_error_naming_tls_and_logs_once_pe
 async def test_tls_client_to_a_plain_port_fails_with_a_clear_error(
         certs: Certs, server_for: list[RemotingServer]) -> None:
     addr = await start(server_for, None)
-    with pytest.raises(RemotingError, match="TLS handshake with .* failed: the server closed"):
+    with pytest.raises(RemotingError, match=r"TLS handshake with .* failed: the server closed"):
         await ask(addr, certs.client_tls())
     assert (await ask(addr, None)).code == 0  # the port still serves plain clients
 
@@ -131,14 +131,14 @@ def test_config_keys_are_rocketmqs_and_bad_values_are_refused(certs: Certs) -> N
     assert TlsServerConfig.from_properties({}).mode is TlsMode.DISABLED
     with pytest.raises(ConfigError, match="tlsServerMode=strict: not one of"):
         TlsServerConfig.from_properties({"tlsServerMode": "strict"})
-    with pytest.raises(ConfigError, match="needs tls.server.certPath"):
+    with pytest.raises(ConfigError, match=r"needs tls\.server\.certPath"):
         TlsServerConfig.from_properties({"tlsServerMode": "permissive"})
-    with pytest.raises(ConfigError, match="needs tls.server.trustCertPath"):
+    with pytest.raises(ConfigError, match=r"needs tls\.server\.trustCertPath"):
         TlsServerConfig(TlsMode.PERMISSIVE, "c", "k", need_client_auth="require")
     missing = TlsServerConfig(TlsMode.PERMISSIVE, str(certs.ca), "/nonexistent/key.pem")
     with pytest.raises(ConfigError, match="cannot load the certificate and key"):
         missing.context()
-    with pytest.raises(ConfigError, match="tls.enable=yes"):
+    with pytest.raises(ConfigError, match=r"tls\.enable=yes"):
         TlsSettings.from_properties({"tls.enable": "yes"})
     client = TlsSettings.from_properties({"tls.enable": "true",
                                           "tls.client.trustCertPath": str(certs.ca)}).client

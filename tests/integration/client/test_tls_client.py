@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 from clientconf import store_config
-from tlshelp import Certs, make_certs
 
 from rocketlite.broker.broker import Broker
 from rocketlite.broker.config import BrokerConfig
@@ -24,6 +23,7 @@ from rocketlite.client.producer import Producer, SendStatus
 from rocketlite.namesrv.server import NameServer
 from rocketlite.protocol.bodies import ConsumeFromWhere
 from rocketlite.remoting.tls import TlsSettings
+from tlshelp import Certs, make_certs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
@@ -77,7 +77,7 @@ async def test_send_and_consume_over_tls_and_plain_refused(tmp_path: Path, certs
             for body in sent:
                 assert (await p.send(Message("TlsTopic", body))).status is SendStatus.SEND_OK
         assert await read_all(ns, certs, "TlsTopic", len(sent)) == sorted(sent)
-        with pytest.raises(MQBrokerError, match="SYSTEM_ERROR .*accepts TLS connections only"):
+        with pytest.raises(MQBrokerError, match=r"SYSTEM_ERROR .*accepts TLS connections only"):
             async with Producer("PLAIN", config=client_config(ns, None)) as p:
                 await p.send(Message("TlsTopic", b"plain"))
 

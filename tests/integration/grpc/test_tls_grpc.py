@@ -10,11 +10,11 @@ from pathlib import Path
 import grpc
 import pytest
 from grpchelp import client_metadata, grpc_world
-from tlshelp import Certs, make_certs
 
 from rocketlite.proxy.pb import definition_pb2 as pb
 from rocketlite.proxy.pb import service_pb2 as spb
 from rocketlite.proxy.pb import service_pb2_grpc
+from tlshelp import Certs, make_certs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 

@@ -127,7 +127,7 @@ class BrokerWithFront:
         self.dashboard: DashboardServer | None = None
         if broker.config.dashboard_port and broker.config.namesrv_addr:
             self.dashboard = DashboardServer(broker.config.namesrv_addr, "127.0.0.1",
-                                             broker.config.dashboard_port)
+                                             broker.config.dashboard_port, tls=broker.tls.client)
         self.front: GrpcFront | None = None
         if front.proxy.enable_grpc_server:
             self.front = GrpcFront(broker, front.proxy.grpc_server_port,

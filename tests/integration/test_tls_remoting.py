@@ -74,6 +74,25 @@ async def test_permissive_serves_tls_and_plain_clients_on_one_port(
     assert (plain.code, plain.ext_fields["tls"], plain.body) == (0, "false", body)
 
 
+def test_permissive_and_enforcing_on_uvloop(certs: Certs) -> None:
+    """The servers run on uvloop (``rocketlite start``): the peek, and the hand-over of the peeked
+    socket to uvloop's transports, work there too."""
+    import uvloop
+
+    async def both(mode: str) -> tuple[RemotingCommand, RemotingCommand]:
+        server = await serving(certs.server_tls(mode))
+        addr = f"127.0.0.1:{server.port}"
+        try:
+            return await ask(addr, certs.client_tls()), await ask(addr, None)
+        finally:
+            await server.close()
+
+    secure, plain = uvloop.run(both("permissive"))
+    assert (secure.ext_fields["tls"], plain.ext_fields["tls"]) == ("true", "false")
+    secure, refused = uvloop.run(both("enforcing"))
+    assert secure.code == 0 and "accepts TLS connections only" in refused.remark
+
+
 async def test_enforcing_refuses_plain_with_an_error_naming_tls_and_logs_once_per_peer(
         certs: Certs, server_for: list[RemotingServer], caplog: pytest.LogCaptureFixture) -> None:
     addr = await start(server_for, certs.server_tls("enforcing"))

@@ -103,6 +103,7 @@ class SniffingListener:
         ip = str(addr[0])
         peer = f"{ip}:{addr[1]}"
         try:
+            sock.setblocking(False)  # (the peek must never wait)
             first = await self._first_byte(sock)
             if not first:
                 sock.close()

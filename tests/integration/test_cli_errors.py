@@ -105,6 +105,17 @@ def test_a_tls_file_that_does_not_load_is_one_line(tmp_path: Path, key: str) -> 
     assert key in line and "bad.pem" in line
 
 
+@pytest.mark.parametrize("command", [["dashboard", "--port", "0"], ["admin", "--ca"]])
+def test_a_tls_ca_that_does_not_load_is_one_line(tmp_path: Path, command: list[str]) -> None:
+    bad = tmp_path / "bad.pem"
+    bad.write_text("not a certificate")
+    if command[-1] == "--ca":
+        args = [*command, str(bad), "topicList", "-n", "127.0.0.1:1"]
+    else:
+        args = [*command, "-n", "127.0.0.1:1", "--ca", str(bad)]
+    assert "bad.pem" in one_error(cli(*args))
+
+
 def test_an_unreachable_namesrv_is_one_line() -> None:
     port = free_port()
     line = one_error(cli("admin", "topicList", "-n", f"127.0.0.1:{port}"))

@@ -36,7 +36,11 @@ from rocketlite.cli.admin_common import (
     AsJson,
     Debug,
     Namesrv,
+    TlsCa,
+    TlsCert,
     TlsChoice,
+    TlsFlag,
+    TlsKey,
     console,
     print_json,
     run,
@@ -52,19 +56,8 @@ Cluster = Annotated[str | None, typer.Option("-c", "--cluster",
 
 
 @admin_app.callback()
-def admin_options(
-    tls: Annotated[bool, typer.Option(
-        "--tls", envvar="ROCKETLITE_TLS",
-        help="connect with TLS (to tlsServerMode=permissive or enforcing servers)")] = False,
-    ca: Annotated[str | None, typer.Option(
-        "--ca", envvar="ROCKETLITE_TLS_CA",
-        help="with --tls: the CA certificates (PEM) to trust (default: the system's)")] = None,
-    cert: Annotated[str | None, typer.Option(
-        "--cert", envvar="ROCKETLITE_TLS_CERT",
-        help="with --tls: a client certificate (PEM), for mutual TLS")] = None,
-    key: Annotated[str | None, typer.Option(
-        "--key", envvar="ROCKETLITE_TLS_KEY", help="with --tls: the client certificate's key")] = None,
-) -> None:
+def admin_options(tls: TlsFlag = False, ca: TlsCa = None, cert: TlsCert = None,
+                  key: TlsKey = None) -> None:
     """Options of every admin command (before its name: ``rocketlite admin --tls --ca ca.pem
     topicList -n host:9876``)."""
     TlsChoice.enabled = tls or ca is not None

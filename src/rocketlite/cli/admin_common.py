@@ -56,10 +56,29 @@ BodyOpt = Annotated[BodyFormat | None, typer.Option(
                    "base64 with --json)")]
 
 
+TlsFlag = Annotated[bool, typer.Option(
+    "--tls", envvar="ROCKETLITE_TLS",
+    help="connect with TLS (to tlsServerMode=permissive or enforcing servers)")]
+TlsCa = Annotated[str | None, typer.Option(
+    "--ca", envvar="ROCKETLITE_TLS_CA",
+    help="TLS: the CA certificates (PEM) to trust (default: the system's); implies --tls")]
+TlsCert = Annotated[str | None, typer.Option(
+    "--cert", envvar="ROCKETLITE_TLS_CERT", help="TLS: a client certificate (PEM), for mutual TLS")]
+TlsKey = Annotated[str | None, typer.Option(
+    "--key", envvar="ROCKETLITE_TLS_KEY", help="TLS: the client certificate's key")]
+
+
+def tls_option(tls: bool, ca: str | None, cert: str | None, key: str | None) -> TlsOption:
+    """The client context ``--tls``/``--ca``/``--cert``/``--key`` ask for (None: plain); a bad
+    file is a ConfigError naming it."""
+    if not tls and ca is None:
+        return None
+    return make_client_context(ca, cert, key)
+
+
 class TlsChoice:
-    """The admin group's ``--tls``/``--ca``/``--cert``/``--key`` (``admin_commands.admin_options``),
-    for every command's session: None plain, else the client context (a bad file is a
-    ConfigError, reported by ``run``)."""
+    """The admin group's TLS options (``admin_commands.admin_options``), for every command's
+    session (``run``; a bad file is reported there)."""
 
     ca: str | None = None
     cert: str | None = None
@@ -68,9 +87,7 @@ class TlsChoice:
 
     @classmethod
     def option(cls) -> TlsOption:
-        if not cls.enabled:
-            return None
-        return make_client_context(cls.ca, cls.cert, cls.key)
+        return tls_option(cls.enabled, cls.ca, cls.cert, cls.key)
 
 
 def run(make: Callable[[AdminSession], Awaitable[T]], namesrv: str | None, debug: bool) -> T:

@@ -94,10 +94,10 @@ class DashboardServer:
 
 
 async def serve(namesrv: str, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
-                credentials: Credentials | None = None) -> None:
+                credentials: Credentials | None = None, tls: TlsOption = None) -> None:
     """Serve the dashboard of the cluster behind ``namesrv`` on ``host:port`` until SIGINT or
     SIGTERM; prints ``rocketlite ready: dashboard on http://...`` once it listens."""
-    server = DashboardServer(namesrv, host, port, credentials)
+    server = DashboardServer(namesrv, host, port, credentials, tls)
     await server.start()
     try:
         done = asyncio.Event()

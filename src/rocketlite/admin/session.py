@@ -19,6 +19,7 @@ from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.headers import GetRouteInfoRequestHeader, Header
 from rocketlite.remoting.client import RemotingClient
+from rocketlite.remoting.tls import TlsOption
 
 B = TypeVar("B", bound=JsonBody)
 
@@ -48,13 +49,15 @@ def split_namesrv(namesrv: str | None) -> list[str]:
 
 class AdminSession:
     """The client side of the admin functions: a ``RemotingClient``, the NameServers to ask (in
-    order, the next one when one cannot be reached) and a per-request timeout."""
+    order, the next one when one cannot be reached) and a per-request timeout; ``tls`` as
+    ``RemotingClient``'s (True, or an ``ssl.SSLContext``)."""
 
-    def __init__(self, namesrv: str | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(self, namesrv: str | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 tls: TlsOption = None) -> None:
         self.namesrv = namesrv or ""
         self.namesrvs = split_namesrv(namesrv)
         self.timeout_s = timeout_s
-        self.client = RemotingClient(connect_timeout=min(3.0, timeout_s))
+        self.client = RemotingClient(connect_timeout=min(3.0, timeout_s), tls=tls)
 
     async def __aenter__(self) -> Self:
         return self

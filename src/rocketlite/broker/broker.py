@@ -61,6 +61,7 @@ from rocketlite.protocol.headers import RegisterBrokerRequestHeader, UnRegisterB
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection
 from rocketlite.remoting.server import RemotingServer
+from rocketlite.remoting.tls import TlsSettings
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.message import MessageToStore
 from rocketlite.store.message_store import MessageStore
@@ -101,9 +102,12 @@ class BrokerStats:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, store_config: StoreConfig) -> None:
+    def __init__(self, config: BrokerConfig, store_config: StoreConfig,
+                 tls: TlsSettings | None = None) -> None:
         check_role(config, store_config)
         self.config = config
+        self.tls = tls or TlsSettings()  # the Remoting port's, the gRPC front's, the NameServers'
+
         self.store_config = store_config
         self.store = MessageStore(store_config)
         # Controller mode (``ha.role``): start as a slave; the controller's state decides.
@@ -120,6 +124,7 @@ class Broker:
         self.slave_sync = SlaveSynchronize(self) if self.slave else None
         self.server = RemotingServer(
             "0.0.0.0", store_config.listen_port, name="broker", limits=config.remoting_limits(),
+            tls=self.tls.server,
         )
         cfg_dir = store_config.config_dir
         self.topics = TopicConfigManager(config, cfg_dir / "topics.json")
@@ -131,7 +136,7 @@ class Broker:
         self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time)
         self.hold = PullRequestHoldService(config.max_held_pulls)
         self.stats = BrokerStats()
-        self.client = RemotingClient(on_close=self._connection_closed)
+        self.client = RemotingClient(on_close=self._connection_closed, tls=self.tls.client)
         self._reregister_at = 0.0  # loop time of the last registration a closed connection asked
         # Prometheus metrics (``metrics``): the hot paths fold into it per batch; None when
         # metricsPort=0 (then they do nothing at all). Served by ``metrics_http.MetricsServer``.

@@ -64,6 +64,10 @@ broker stops reading from that client until it has read its replies down to the 
 connections together; past it the connections holding the largest are closed. The NameServer of
 ``rocketlite start`` uses the same values.
 
+TLS (``tlsServerMode``, ``tls.server.*``, ``tls.enable``, ``tls.client.*``) is read from the same
+file into ``remoting.tls.TlsSettings``, not into this class: ``getBrokerConfig`` never shows a
+key's password (docs/security.md).
+
 The listening address is the store's (``brokerIP1``, ``listenPort``): it is also written into
 every message id. ``rebalanceLockMaxLiveTime`` is Java's ``rocketmq.broker.rebalance.
 lockMaxLiveTime`` system property; ``maxHeldPulls`` bounds long polling (not a RocketMQ key).

@@ -39,7 +39,19 @@ from rocketlite.cli import (
     admin_topics,
     admin_trace,
 )
-from rocketlite.cli.admin_common import AsJson, Debug, Namesrv, console, print_json, run
+from rocketlite.cli.admin_common import (
+    AsJson,
+    Debug,
+    Namesrv,
+    TlsCa,
+    TlsCert,
+    TlsChoice,
+    TlsFlag,
+    TlsKey,
+    console,
+    print_json,
+    run,
+)
 
 admin_app = typer.Typer(help="Operate a running cluster (mqadmin's commands).",
                         no_args_is_help=True)
@@ -48,6 +60,15 @@ BrokerAddr = Annotated[str | None, typer.Option("-b", "--broker-addr",
                                                 help="the broker to ask, host:port")]
 Cluster = Annotated[str | None, typer.Option("-c", "--cluster",
                                              help="every master of this cluster (needs -n)")]
+
+
+@admin_app.callback()
+def admin_options(tls: TlsFlag = False, ca: TlsCa = None, cert: TlsCert = None,
+                  key: TlsKey = None) -> None:
+    """Options of every admin command (before its name: ``rocketlite admin --tls --ca ca.pem
+    topicList -n host:9876``)."""
+    TlsChoice.enabled = tls or ca is not None
+    TlsChoice.ca, TlsChoice.cert, TlsChoice.key = ca, cert, key
 
 
 def _one_target(broker_addr: str | None, cluster: str | None, namesrv: str | None) -> None:

@@ -28,6 +28,7 @@ from rocketlite.admin import AdminSession, MessageView, jsonable, parse_timestam
 from rocketlite.admin.timeparse import format_timestamp
 from rocketlite.cli.errors import debugging, reported
 from rocketlite.cli.term import console as console  # re-exported: the admin modules print with it
+from rocketlite.remoting.tls import TlsOption, make_client_context
 
 T = TypeVar("T")
 
@@ -55,6 +56,40 @@ BodyOpt = Annotated[BodyFormat | None, typer.Option(
                    "base64 with --json)")]
 
 
+TlsFlag = Annotated[bool, typer.Option(
+    "--tls", envvar="ROCKETLITE_TLS",
+    help="connect with TLS (to tlsServerMode=permissive or enforcing servers)")]
+TlsCa = Annotated[str | None, typer.Option(
+    "--ca", envvar="ROCKETLITE_TLS_CA",
+    help="TLS: the CA certificates (PEM) to trust (default: the system's); implies --tls")]
+TlsCert = Annotated[str | None, typer.Option(
+    "--cert", envvar="ROCKETLITE_TLS_CERT", help="TLS: a client certificate (PEM), for mutual TLS")]
+TlsKey = Annotated[str | None, typer.Option(
+    "--key", envvar="ROCKETLITE_TLS_KEY", help="TLS: the client certificate's key")]
+
+
+def tls_option(tls: bool, ca: str | None, cert: str | None, key: str | None) -> TlsOption:
+    """The client context ``--tls``/``--ca``/``--cert``/``--key`` ask for (None: plain); a bad
+    file is a ConfigError naming it."""
+    if not tls and ca is None:
+        return None
+    return make_client_context(ca, cert, key)
+
+
+class TlsChoice:
+    """The admin group's TLS options (``admin_commands.admin_options``), for every command's
+    session (``run``; a bad file is reported there)."""
+
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+    enabled = False
+
+    @classmethod
+    def option(cls) -> TlsOption:
+        return tls_option(cls.enabled, cls.ca, cls.cert, cls.key)
+
+
 def run(make: Callable[[AdminSession], Awaitable[T]], namesrv: str | None, debug: bool) -> T:
     """``make(session)`` on a fresh event loop and session; the shared error path (module doc,
     ``rocketlite.cli.errors``)."""
@@ -62,7 +97,7 @@ def run(make: Callable[[AdminSession], Awaitable[T]], namesrv: str | None, debug
         logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
 
     async def go() -> T:
-        async with AdminSession(namesrv) as session:
+        async with AdminSession(namesrv, tls=TlsChoice.option()) as session:
             return await make(session)
 
     with reported(debug):

@@ -3,7 +3,8 @@ NameServer, until SIGINT or SIGTERM.
 
 It binds loopback by default: reads need no login there. Writes (resend) are refused unless
 credentials are given (``--username``/``--password`` or the environment). A port in use or a bad
-option prints one ``error:`` line and exits 1.
+option prints one ``error:`` line and exits 1. ``--tls``/``--ca`` (``--cert``/``--key``) reach a
+cluster whose ports take TLS (docs/security.md).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Annotated
 import typer
 
 from rocketlite.cli import errors
+from rocketlite.cli.admin_common import TlsCa, TlsCert, TlsFlag, TlsKey, tls_option
+from rocketlite.common.errors import ConfigError
 from rocketlite.dashboard import serve
 from rocketlite.dashboard.app import DEFAULT_PORT
 from rocketlite.dashboard.auth import credentials
@@ -32,14 +35,16 @@ def dashboard(
     password: Annotated[str | None, typer.Option(
         "--password", envvar="ROCKETLITE_DASHBOARD_PASSWORD",
         help="password for --username")] = None,
+    tls: TlsFlag = False, ca: TlsCa = None, cert: TlsCert = None, key: TlsKey = None,
 ) -> None:
     """Serve the web dashboard (cluster, topics, groups, messages, DLQ, producers) of a cluster."""
     try:
         creds = credentials(username, password)
-    except ValueError as e:
+        context = tls_option(tls, ca, cert, key)
+    except (ValueError, ConfigError) as e:
         errors.fail(str(e))
     try:
-        asyncio.run(serve(namesrv, bind, port, creds))
+        asyncio.run(serve(namesrv, bind, port, creds, context))
     except OSError as e:
         if errors.debugging():
             raise

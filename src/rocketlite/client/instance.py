@@ -52,6 +52,7 @@ from rocketlite.protocol.headers import (
 from rocketlite.protocol.running_info import ConsumerRunningInfo
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection
+from rocketlite.remoting.tls import TlsOption
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,10 @@ ROUTE_REFRESH_GAP_S = 1.0  # at most one refresh a second per topic after failed
 @dataclass(slots=True, kw_only=True)
 class ClientConfig:
     """Settings every client shares (``ClientConfig.java``). ``namesrv_addr`` is
-    ``host:port;host:port``; empty means the ``NAMESRV_ADDR`` environment variable."""
+    ``host:port;host:port``; empty means the ``NAMESRV_ADDR`` environment variable. ``tls``
+    (Java's ``tls.enable``): True connects to NameServers and brokers with TLS verified against
+    the system's CAs, an ``ssl.SSLContext`` with that context (a private CA, a client certificate;
+    ``remoting.tls.make_client_context``)."""
 
     namesrv_addr: str = ""
     instance_name: str | None = None
@@ -74,6 +78,7 @@ class ClientConfig:
     persist_offset_interval: float = 5.0
     rebalance_interval: float = 20.0
     unit_name: str | None = None
+    tls: TlsOption = None
 
     def namesrv_list(self) -> list[str]:
         text = self.namesrv_addr or os.environ.get("NAMESRV_ADDR", "")
@@ -128,7 +133,8 @@ class ClientInstance:
         self.client_ip = config.client_ip or local_ip()
         instance = config.instance_name or f"{os.getpid()}#{time.monotonic_ns()}"
         self.client_id = f"{self.client_ip}@{instance}" + (f"@{config.unit_name}" if config.unit_name else "")
-        self.remoting = RemotingClient(self._on_request, connect_timeout=config.request_timeout)
+        self.remoting = RemotingClient(self._on_request, connect_timeout=config.request_timeout,
+                                       tls=config.tls)
         self.routes: dict[str, TopicRouteData] = {}
         self.broker_addrs: dict[str, dict[int, str]] = {}
         self.producers: dict[str, ProducerPeer] = {}

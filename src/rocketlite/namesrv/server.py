@@ -35,6 +35,7 @@ from rocketlite.protocol.command import RemotingCommand
 from rocketlite.remoting.connection import SERVER_LIMITS, Connection
 from rocketlite.remoting.limits import ConnectionLimits
 from rocketlite.remoting.server import RemotingServer
+from rocketlite.remoting.tls import TlsServerConfig
 from rocketlite.store.store_files import atomic_write_json, read_json
 
 log = logging.getLogger(__name__)
@@ -60,9 +61,10 @@ class NameServer:
         auto_create_route: bool = True,
         limits: ConnectionLimits = SERVER_LIMITS,
         close_grace_s: float = CLOSE_GRACE_S,
+        tls: TlsServerConfig | None = None,
     ) -> None:
         self.routes = RouteInfo(auto_create_route)
-        self.server = RemotingServer(host, port, name="namesrv", limits=limits)
+        self.server = RemotingServer(host, port, name="namesrv", limits=limits, tls=tls)
         self.server.close_listeners.append(self._connection_closed)
         self.close_grace_s = close_grace_s
         self._grace_timers: set[asyncio.TimerHandle] = set()

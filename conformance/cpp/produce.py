@@ -31,6 +31,7 @@ from cpp_common import (
     parse,
     parser,
     run,
+    sign_with_env_credentials,
 )
 
 SCRIPT = "cpp-produce"
@@ -55,6 +56,7 @@ def main() -> int:
 
     producer = Producer(args.group)
     producer.set_namesrv_addr(args.namesrv)
+    sign_with_env_credentials(producer)
     deadline.phase = "starting the producer"
     try:
         producer.start()

@@ -32,10 +32,27 @@ from rocketlite.admin import (
 )
 from rocketlite.admin.timeparse import format_timestamp
 from rocketlite.cli import admin_brokers, admin_groups, admin_messages, admin_topics, admin_trace
-from rocketlite.cli.admin_common import AsJson, Debug, Namesrv, console, print_json, run
+from rocketlite.cli.admin_common import (
+    AccessKey,
+    AsJson,
+    Debug,
+    Namesrv,
+    SecretKey,
+    console,
+    print_json,
+    run,
+    set_credentials,
+)
 
 admin_app = typer.Typer(help="Operate a running cluster (mqadmin's commands).",
                         no_args_is_help=True)
+
+
+@admin_app.callback()
+def _admin_options(access_key: AccessKey = None, secret_key: SecretKey = None) -> None:
+    """Operate a running cluster (mqadmin's commands); with an ACL, sign with --access-key and
+    --secret-key (or $ROCKETLITE_ACCESS_KEY and $ROCKETLITE_SECRET_KEY)."""
+    set_credentials(access_key, secret_key)
 
 BrokerAddr = Annotated[str | None, typer.Option("-b", "--broker-addr",
                                                 help="the broker to ask, host:port")]

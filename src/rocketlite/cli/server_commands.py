@@ -24,6 +24,7 @@ from typing import Annotated
 
 import typer
 
+from rocketlite.acl.plain_file import acl_path
 from rocketlite.broker.broker import Broker
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.metrics_collector import metrics_registry
@@ -340,7 +341,8 @@ def start(
     bcfg, scfg, fcfg = _server_configs(conf, overrides, START_DEFAULTS)
     namesrv = NameServer("0.0.0.0", namesrv_port,
                          kv_config_path=scfg.store_path_root_dir / "namesrv" / "kvConfig.json",
-                         limits=bcfg.remoting_limits())
+                         limits=bcfg.remoting_limits(),
+                         acl_file=acl_path(bcfg.acl_file) if bcfg.acl_enable else None)
     watch = ControllerWatch(controller, bcfg.broker_cluster_name) if controller else None
     broker = BrokerWithFront(Broker(bcfg, scfg), fcfg)
 
@@ -374,6 +376,8 @@ def namesrv(
     controller: ControllerOpt = None,
     cluster: Annotated[str, typer.Option(
         help="with --controller: the cluster whose masters this NameServer elects")] = "DefaultCluster",
+    acl_file: Annotated[Path | None, typer.Option(
+        help="plain_acl.yml: topic, KV and config writes then need a signed admin account")] = None,
     log_level: LogOpt = "INFO",
     debug: DebugOpt = False,
 ) -> None:
@@ -381,7 +385,7 @@ def namesrv(
     of --cluster when its master's lease in etcd ends."""
     errors.set_debug(debug)
     setup_logging(log_level)
-    server = NameServer("0.0.0.0", port, kv_config_path=kv_config)
+    server = NameServer("0.0.0.0", port, kv_config_path=kv_config, acl_file=acl_file)
     watch = ControllerWatch(controller, cluster) if controller else None
 
     async def up() -> None:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from rocketlite.common.errors import RemotingError
 from rocketlite.protocol.command import RemotingCommand
-from rocketlite.remoting.connection import Connection, RequestHandler
+from rocketlite.remoting.connection import Connection, RequestHandler, Signer
 from rocketlite.remoting.limits import DEFAULT_MAX_FRAME, ConnectionLimits
 
 log = logging.getLogger(__name__)
@@ -33,8 +33,10 @@ class RemotingClient:
         connect_timeout: float = 3.0,
         max_frame: int = DEFAULT_MAX_FRAME,
         on_close: Callable[[str], None] | None = None,
+        signer: Signer | None = None,
     ) -> None:
         self.handler = handler
+        self.signer = signer  # signs every request on our connections (ACL credentials)
         self.on_close = on_close
         self.connect_timeout = connect_timeout
         # The client keeps reading whatever it writes (the replies it reads are what unblock a
@@ -72,6 +74,7 @@ class RemotingClient:
                 raise RemotingError(f"cannot connect to {addr} within {self.connect_timeout} s") from e
             except OSError as e:
                 raise RemotingError(f"cannot connect to {addr}: {e}") from e
+            new.signer = self.signer
             self._conns[addr] = new
             return new
 

@@ -54,6 +54,10 @@ class RemotingServer:
         self.peer_log = PeerLog(log)  # bad frames, rate-limited per peer host
         self.frame_budget = (FrameBudget(limits.buffered_frames_max, self.peer_log)
                              if limits.buffered_frames_max else None)
+        # Checks each request before its processor (``acl_gate.AclGate``): None lets it run, a
+        # response answers it instead. With a gate, run handlers are not used (each request is
+        # checked on its own).
+        self.gate: Callable[[Connection, RemotingCommand], RemotingCommand | None] | None = None
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.TimerHandle | None = None
 
@@ -78,12 +82,14 @@ class RemotingServer:
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                 f"{self.name}: request code {cmd.code} is not supported",
             )
+        if self.gate is not None and (refused := self.gate(conn, cmd)) is not None:
+            return refused
         return processor(conn, cmd)
 
     def _make_connection(self) -> Connection:
         conn = Connection(self._dispatch, limits=self.limits, on_close=self._closed,
                           peer_log=self.peer_log, frame_budget=self.frame_budget,
-                          run_handlers=self.run_processors)
+                          run_handlers=self.run_processors if self.gate is None else {})
         self.connections.add(conn)
         return conn
 

@@ -1,0 +1,55 @@
+"""The check a Remoting request passes before its processor runs (``PlainPermissionManager
+.validate``): a global white-listed address passes; otherwise the request must name a known
+``AccessKey``; an address on the account's ``whiteRemoteAddress`` passes; otherwise the
+``Signature`` must match, an admin code needs an ``admin`` account, and every resource the request
+touches needs its permission (the account's own for that topic or group, else its default).
+
+``check`` returns None when the request may run, else the reason it may not, which the server
+sends back as the NO_PERMISSION remark.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Mapping
+
+from rocketlite.acl.config import AclConfig
+from rocketlite.acl.perm import ADMIN_CODES, check_permission, describe, is_group, needed, perm_name
+from rocketlite.acl.sign import ACCESS_KEY, SIGNATURE, content, signature
+from rocketlite.common.errors import FormatError
+
+
+def check(config: AclConfig, peer_ip: str, code: int, ext: Mapping[str, str],
+          body: bytes | None) -> str | None:
+    """None if the request may run, else why not (see the module's docstring)."""
+    for pattern in config.global_white:
+        if pattern.match(peer_ip):
+            return None
+    ak = ext.get(ACCESS_KEY)
+    if ak is None:
+        return f"No accessKey is configured: request code {code} from {peer_ip} is not signed"
+    account = config.accounts.get(ak)
+    if account is None:
+        return f"No acl config for accessKey {ak}"
+    if account.white_address.match(peer_ip):
+        return None
+    sig = ext.get(SIGNATURE)
+    expected = signature(content(ext, body), account.secret_key)
+    if sig is None or not hmac.compare_digest(sig.encode(), expected.encode()):
+        return f"Check signature failed for accessKey={ak}"
+    if code in ADMIN_CODES and not account.admin:
+        return f"No permission: request code {code} needs an admin account, accessKey {ak} is not"
+    try:
+        need = needed(code, ext, body)
+    except FormatError as e:
+        return f"No permission: request code {code} cannot be checked: {e}"
+    if not need or (account.admin and not account.perms):
+        return None
+    for resource, perm in need.items():
+        owned = account.perms.get(resource)
+        if owned is None:
+            owned = account.default_group_perm if is_group(resource) else account.default_topic_perm
+        if not check_permission(perm, owned):
+            return (f"No permission: {perm_name(perm)} on {describe(resource)} for accessKey {ak}"
+                    f" (it has {perm_name(owned)})")
+    return None

@@ -37,6 +37,8 @@ KEYS = {
     "traceTopicEnable", "msgTraceTopicName",
     # Prometheus /metrics (rocketlite's name for RocketMQ 5's metricsPromExporterPort)
     "metricsPort", "dashboardPort",
+    # ACL (aclEnable is BrokerConfig's; aclFile is rocketlite's)
+    "aclEnable", "aclFile",
 }
 
 
@@ -166,3 +168,9 @@ def test_remoting_limits_come_from_the_netty_keys() -> None:
     assert limits.read_backpressure
     default = BrokerConfig().remoting_limits()
     assert (default.max_idle_s, default.write_high, default.write_low) == (120.0, 4 << 20, 1 << 20)
+
+
+def test_acl_is_off_by_default_and_takes_a_file() -> None:
+    assert BrokerConfig().acl_enable is False and BrokerConfig().acl_file == ""
+    c = BrokerConfig.from_properties({"aclEnable": "true", "aclFile": "/etc/rocketlite/acl.yml"})
+    assert c.acl_enable and c.acl_file == "/etc/rocketlite/acl.yml"

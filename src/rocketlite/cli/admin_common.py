@@ -55,13 +55,17 @@ SecretKey = Annotated[str | None, typer.Option(
 _credentials: list[Credentials | None] = [None]  # set by the admin group's options
 
 
-def set_credentials(access_key: str | None, secret_key: str | None) -> None:
-    """The ACL credentials every admin command of this run signs with (both keys, or neither)."""
+def acl_credentials(access_key: str | None, secret_key: str | None) -> Credentials | None:
+    """``--access-key``/``--secret-key`` as credentials (both keys, or neither: None)."""
     if (access_key is None) != (secret_key is None):
         raise typer.BadParameter("give both --access-key and --secret-key, or neither",
                                  param_hint="--access-key/--secret-key")
-    _credentials[0] = None if access_key is None or secret_key is None else \
-        Credentials(access_key, secret_key)
+    return None if access_key is None or secret_key is None else Credentials(access_key, secret_key)
+
+
+def set_credentials(access_key: str | None, secret_key: str | None) -> None:
+    """The ACL credentials every admin command of this run signs with (both keys, or neither)."""
+    _credentials[0] = acl_credentials(access_key, secret_key)
 
 
 class BodyFormat(enum.StrEnum):

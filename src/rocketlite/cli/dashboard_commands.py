@@ -2,7 +2,9 @@
 NameServer, until SIGINT or SIGTERM.
 
 It binds loopback by default: reads need no login there. Writes (resend) are refused unless
-credentials are given (``--username``/``--password`` or the environment). A port in use or a bad
+credentials are given (``--username``/``--password`` or the environment). Against a cluster with
+an ACL its requests are signed with ``--access-key``/``--secret-key`` (or ``ROCKETLITE_ACCESS_KEY``
+/ ``ROCKETLITE_SECRET_KEY``), as ``rocketlite admin``'s. A port in use or a bad
 option prints one ``error:`` line and exits 1.
 """
 
@@ -14,6 +16,7 @@ from typing import Annotated
 import typer
 
 from rocketlite.cli import errors
+from rocketlite.cli.admin_common import AccessKey, SecretKey, acl_credentials
 from rocketlite.dashboard import serve
 from rocketlite.dashboard.app import DEFAULT_PORT
 from rocketlite.dashboard.auth import credentials
@@ -32,14 +35,17 @@ def dashboard(
     password: Annotated[str | None, typer.Option(
         "--password", envvar="ROCKETLITE_DASHBOARD_PASSWORD",
         help="password for --username")] = None,
+    access_key: AccessKey = None,
+    secret_key: SecretKey = None,
 ) -> None:
     """Serve the web dashboard (cluster, topics, groups, messages, DLQ, producers) of a cluster."""
     try:
         creds = credentials(username, password)
     except ValueError as e:
         errors.fail(str(e))
+    acl = acl_credentials(access_key, secret_key)
     try:
-        asyncio.run(serve(namesrv, bind, port, creds))
+        asyncio.run(serve(namesrv, bind, port, creds, acl))
     except OSError as e:
         if errors.debugging():
             raise

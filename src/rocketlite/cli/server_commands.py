@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -25,11 +26,13 @@ from typing import Annotated
 import typer
 
 from rocketlite.acl.plain_file import acl_path
+from rocketlite.acl.sign import Credentials
 from rocketlite.broker.broker import Broker
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.metrics_collector import metrics_registry
 from rocketlite.broker.metrics_http import MetricsServer
 from rocketlite.cli import errors
+from rocketlite.cli.admin_common import ACCESS_KEY_ENV, SECRET_KEY_ENV
 from rocketlite.common import native
 from rocketlite.common.errors import ConfigError
 from rocketlite.dashboard import DashboardServer
@@ -107,6 +110,13 @@ def _server_configs(conf: Path | None, overrides: dict[str, str],
         raise ConfigError(f"{where}: {e}") from e
 
 
+def _env_acl() -> Credentials | None:
+    """What the dashboard beside the broker signs with on an ACL cluster: ``ROCKETLITE_ACCESS_KEY``
+    and ``ROCKETLITE_SECRET_KEY``, as ``rocketlite admin`` and ``dashboard`` read them."""
+    ak, sk = os.environ.get(ACCESS_KEY_ENV), os.environ.get(SECRET_KEY_ENV)
+    return Credentials(ak, sk) if ak and sk else None
+
+
 class BrokerWithFront:
     """A broker and, unless ``enableGrpcServer=false``, the gRPC front on ``grpcServerPort``:
     the front starts after the broker (its routes name the broker's topics) and stops first.
@@ -125,7 +135,7 @@ class BrokerWithFront:
         self.dashboard: DashboardServer | None = None
         if broker.config.dashboard_port and broker.config.namesrv_addr:
             self.dashboard = DashboardServer(broker.config.namesrv_addr, "127.0.0.1",
-                                             broker.config.dashboard_port)
+                                             broker.config.dashboard_port, acl=_env_acl())
         self.front: GrpcFront | None = None
         if front.proxy.enable_grpc_server:
             self.front = GrpcFront(broker, front.proxy.grpc_server_port,

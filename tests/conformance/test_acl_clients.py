@@ -6,6 +6,8 @@ NO_PERMISSION, storing nothing, with a wrong one."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from harness import (
     FINISH_S,
@@ -50,20 +52,26 @@ def refused(cx: Conformance, p: ClientProcess, topic: str) -> None:
     assert StoreState.read(cx.broker.store_dir).messages_of(topic) == []
 
 
+def round_trip(cx: Conformance, topic: str, producer: ClientProcess,
+               reader: Callable[[], ClientProcess], n: int) -> None:
+    """``producer`` sent ``n`` messages, ``reader`` (started after it) got exactly those, the
+    store holds them, and neither client nor broker complained."""
+    sent = sent_of(producer.finish(FINISH_S))
+    assert len(sent) == n and all(e.get("status", "OK") == "OK" for e in sent), producer.describe()
+    received = received_of(reader().finish(FINISH_S))
+    assert_same_messages(pairs(sent, "sent"), pairs(received, "received"), f"{topic} with ACL")
+    state = cx.stop_broker()  # no client complaints, no broker errors
+    assert sorted((m.key, m.body) for m in state.messages_of(topic)) == sorted(pairs(sent, "sent"))
+
+
 @acl_broker
 def test_ali_ons_with_credentials_sends_and_consumes(cx: Conformance) -> None:
     cx.client_env = USER
-    n = 10
-    topic, group = cx.name("ACL_ONS"), cx.name("GID_ACL")
+    n, topic = 10, cx.name("ACL_ONS")
     cx.create_topic(topic)
-    p = cx.ons("produce", topic, cx.name("PID"), "--n", str(n))
-    sent = sent_of(p.finish(FINISH_S))
-    assert len(sent) == n, p.describe()
-    c = cx.ons("consume", topic, group, "--consume-from", "FIRST", "--expect", str(n))
-    received = received_of(c.finish(FINISH_S))
-    assert_same_messages(pairs(sent, "sent"), pairs(received, "received"), "ali-ons with ACL")
-    state = cx.stop_broker()  # no client complaints, no broker errors
-    assert sorted((m.key, m.body) for m in state.messages_of(topic)) == sorted(pairs(sent, "sent"))
+    round_trip(cx, topic, cx.ons("produce", topic, cx.name("PID"), "--n", str(n)),
+               lambda: cx.ons("consume", topic, cx.name("GID_ACL"), "--consume-from", "FIRST",
+                              "--expect", str(n)), n)
 
 
 @acl_broker
@@ -77,17 +85,10 @@ def test_ali_ons_with_a_wrong_secret_is_refused(cx: Conformance) -> None:
 @acl_broker
 def test_cpp_client_with_session_credentials_sends_and_pulls(cx: Conformance) -> None:
     cx.client_env = USER
-    n = 10
-    topic = cx.name("ACL_CPP")
+    n, topic = 10, cx.name("ACL_CPP")
     cx.create_topic(topic)
-    p = cx.cpp("produce", topic, cx.name("PID"), "--n", str(n), "--mode", "sync")
-    sent = sent_of(p.finish(FINISH_S))
-    assert len(sent) == n and {e["status"] for e in sent} == {"OK"}, p.describe()
-    c = cx.cpp("pull", topic, cx.name("GID_PULL"), "--expect", str(n))
-    received = received_of(c.finish(FINISH_S))
-    assert_same_messages(pairs(sent, "sent"), pairs(received, "received"), "C++ with ACL")
-    state = cx.stop_broker()
-    assert sorted((m.key, m.body) for m in state.messages_of(topic)) == sorted(pairs(sent, "sent"))
+    round_trip(cx, topic, cx.cpp("produce", topic, cx.name("PID"), "--n", str(n), "--mode", "sync"),
+               lambda: cx.cpp("pull", topic, cx.name("GID_PULL"), "--expect", str(n)), n)
 
 
 @acl_broker

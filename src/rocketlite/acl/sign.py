@@ -25,15 +25,26 @@ _UNSIGNED = frozenset((SIGNATURE, UNIQUE_MSG_QUERY_FLAG))
 
 def content(ext: Mapping[str, str], body: bytes | None) -> bytes:
     """What a request's signature covers: sorted ext values (not the signature's), then the body."""
-    text = "".join(ext[k] for k in sorted(ext) if k not in _UNSIGNED)
-    data = text.encode("utf-8", "surrogatepass")
-    return data + body if body else data
+    text = _signed_text(ext)
+    return text + body if body else text
+
+
+def _signed_text(ext: Mapping[str, str]) -> bytes:
+    return "".join(ext[k] for k in sorted(ext) if k not in _UNSIGNED).encode("utf-8", "surrogatepass")
 
 
 def signature(data: bytes, secret_key: str) -> str:
     """``AclUtils.calSignature``: Base64 of HmacSHA1(secret key, data)."""
-    mac = hmac.new(secret_key.encode("utf-8"), data, hashlib.sha1).digest()
-    return base64.b64encode(mac).decode("ascii")
+    return request_signature({}, data, secret_key)
+
+
+def request_signature(ext: Mapping[str, str], body: bytes | None, secret_key: str) -> str:
+    """The signature of a request with ``ext`` and ``body``: ``signature(content(ext, body))``
+    without copying the body."""
+    mac = hmac.new(secret_key.encode("utf-8"), _signed_text(ext), hashlib.sha1)
+    if body:
+        mac.update(body)
+    return base64.b64encode(mac.digest()).decode("ascii")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,4 +72,4 @@ class Credentials:
         if self.security_token is not None:
             ext[SECURITY_TOKEN] = self.security_token
         ext.pop(SIGNATURE, None)
-        ext[SIGNATURE] = signature(content(ext, body), self.secret_key)
+        ext[SIGNATURE] = request_signature(ext, body, self.secret_key)

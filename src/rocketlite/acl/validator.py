@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from rocketlite.acl.config import AclConfig
 from rocketlite.acl.perm import ADMIN_CODES, check_permission, describe, is_group, needed, perm_name
-from rocketlite.acl.sign import ACCESS_KEY, SIGNATURE, content, signature
+from rocketlite.acl.sign import ACCESS_KEY, SIGNATURE, request_signature
 from rocketlite.common.errors import FormatError
 
 
@@ -34,7 +34,7 @@ def check(config: AclConfig, peer_ip: str, code: int, ext: Mapping[str, str],
     if account.white_address.match(peer_ip):
         return None
     sig = ext.get(SIGNATURE)
-    expected = signature(content(ext, body), account.secret_key)
+    expected = request_signature(ext, body, account.secret_key)
     if sig is None or not hmac.compare_digest(sig.encode(), expected.encode()):
         return f"Check signature failed for accessKey={ak}"
     if code in ADMIN_CODES and not account.admin:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocketlite.acl.sign import Credentials, content, signature
+from rocketlite.acl.sign import Credentials, content, request_signature, signature
 
 EXT = {"topic": "topicA", "producerGroup": "groupA", "AccessKey": "RocketMQ"}
 
@@ -26,6 +26,8 @@ def test_content_is_sorted_values_then_body_without_signature() -> None:
 def test_signature_matches_openssl_vectors() -> None:
     assert signature(b"RocketMQgroupAtopicAhello", "12345678") == "Sl20I5Ea8u0EOkRDgOVJfWHmTQ4="
     assert signature(b"RocketMQgroupAtopicA", "12345678") == "wdcuftYlFelDqj+xx4pKlzipUO8="
+    assert request_signature(EXT, b"hello", "12345678") == "Sl20I5Ea8u0EOkRDgOVJfWHmTQ4="
+    assert request_signature(EXT, None, "12345678") == "wdcuftYlFelDqj+xx4pKlzipUO8="
 
 
 def test_credentials_sign_adds_access_key_token_and_signature() -> None:

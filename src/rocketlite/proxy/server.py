@@ -2,7 +2,7 @@
 picks a free one), started after the broker and stopped before it. ``impl`` (``grpcServerImpl``)
 picks the server: ``native`` (``proxy.h2``, our HTTP/2 server on an asyncio Protocol, a fraction
 of grpc.aio's CPU per call) or ``grpcio`` (``grpc.aio``); both serve the same
-``MessagingServicer``.
+``MessagingServicer`` (checked, ``proxy/acl.AclServicer``, when the broker has ``aclEnable``).
 
 It advertises ``brokerIP1`` and the bound port in routes: the 5.x clients send and receive
 through the endpoints a route names, so those must reach this server.
@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING
 
 import grpc
 
+from rocketlite.proxy.acl import servicer
 from rocketlite.proxy.config import DEFAULT_IMPL, IMPLS
 from rocketlite.proxy.context import FrontContext
 from rocketlite.proxy.h2.connection import Limits
 from rocketlite.proxy.h2.server import H2Server, service_methods
 from rocketlite.proxy.pb import service_pb2, service_pb2_grpc
-from rocketlite.proxy.service import MessagingServicer
 from rocketlite.proxy.sessions import SESSION_IDLE_S, Sessions
 
 if TYPE_CHECKING:
@@ -71,9 +71,8 @@ class GrpcFront:
         log.info("gRPC front (apache.rocketmq.v2, %s) listening on %s", self.impl, self.address)
 
     async def _start_native(self) -> None:
-        servicer = MessagingServicer(self.ctx)
         server = H2Server(service_methods(
-            service_pb2.DESCRIPTOR.services_by_name["MessagingService"], servicer),
+            service_pb2.DESCRIPTOR.services_by_name["MessagingService"], servicer(self.ctx)),
             Limits(max_message=MAX_MESSAGE_BYTES))
         try:
             self.ctx.port = await server.start(self.bind_host, self.requested_port)
@@ -88,7 +87,7 @@ class GrpcFront:
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.so_reuseport", 0),
         ])
-        service_pb2_grpc.add_MessagingServiceServicer_to_server(MessagingServicer(self.ctx), server)
+        service_pb2_grpc.add_MessagingServiceServicer_to_server(servicer(self.ctx), server)
         bound = server.add_insecure_port(f"{self.bind_host}:{self.requested_port}")
         if bound == 0:
             raise OSError(f"the gRPC front cannot listen on {self.bind_host}:{self.requested_port}")

@@ -382,7 +382,8 @@ class Conformance:
         self.processes: list[ClientProcess] = []
         self._count = 0
         # ACL (the ``acl`` marker): what ``create_topic`` signs with, and the environment of the
-        # ali-ons and C++ scripts (CONFORMANCE_ACCESS_KEY/CONFORMANCE_SECRET_KEY make them sign)
+        # ali-ons, C++ and 5.x Python scripts (CONFORMANCE_ACCESS_KEY/CONFORMANCE_SECRET_KEY make
+        # them sign)
         self.admin_credentials: Credentials | None = None
         self.client_env: dict[str, str] = {}
 
@@ -494,7 +495,8 @@ class Conformance:
         argv = [str(self.clients.g5_python), str(self.clients.g5_dir / f"{script}.py"),
                 *self._grpc_args(topic, group), *args]
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-        env |= {"HOME": str(self.home), "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+        env |= {"HOME": str(self.home), "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
+                **self.client_env}
         return self._spawn(f"g5py-{script}", argv, self.clients.g5_dir, env)
 
     def node5(self, script: str, topic: str, group: str, *args: str) -> ClientProcess:

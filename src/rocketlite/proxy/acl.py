@@ -16,6 +16,7 @@ not batched (``batch_methods`` is empty): each is checked on its own.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -28,6 +29,10 @@ from rocketlite.proxy.h2.server import BatchHandler
 from rocketlite.proxy.pb import service_pb2
 from rocketlite.proxy.service import MessagingServicer
 from rocketlite.proxy.status import Code, status
+from rocketlite.remoting.limits import PeerLog
+
+log = logging.getLogger(__name__)
+_REFUSALS = PeerLog(log)  # at most 10 warnings a minute per peer host, as the Remoting gate's
 
 AUTHORIZATION = "authorization"
 DATE_TIME = "x-mq-date-time"
@@ -93,6 +98,8 @@ class AclServicer(MessagingServicer):
         if found is None:
             return None
         gate.denied += 1
+        peer = peer_address(context)[0]
+        _REFUSALS.warning(peer, "ACL: refused gRPC %s from %s: %s", method, peer, found.reason)
         code = Code.FORBIDDEN if found.authenticated else Code.UNAUTHORIZED
         return _OUTPUT[method](status=status(code, found.reason))
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+
 import pytest
 
 from rocketlite.acl.config import parse_acl
+from rocketlite.acl.perm import PUB
 from rocketlite.acl.sign import Credentials
-from rocketlite.acl.validator import check
+from rocketlite.acl.validator import GrpcRefusal, check, check_grpc, parse_authorization
 from rocketlite.common.errors import FormatError
 from rocketlite.protocol.codes import RequestCode
 
@@ -99,3 +103,37 @@ def test_admin_codes_need_admin() -> None:
 def test_bad_documents(doc: object, message: str) -> None:
     with pytest.raises(FormatError, match=message):
         parse_acl(doc)
+
+
+def grpc_auth(ak: str, sk: str, date_time: str, *, upper: bool = False) -> str:
+    """As rocketmq-python-client 5.1.2's Signature.metadata builds it (lower-case hex; the Java
+    client writes upper-case)."""
+    sig = hmac.new(sk.encode(), date_time.encode(), hashlib.sha1).hexdigest()
+    sig = sig.upper() if upper else sig
+    return f"MQv2-HMAC-SHA1 Credential={ak}, SignedHeaders=x-mq-date-time, Signature={sig}"
+
+
+def test_grpc_authorization() -> None:
+    cfg = parse_acl(DOC)
+    dt = "20261127T150000Z"
+    need = {"topicB": PUB}
+    assert check_grpc(cfg, PEER, grpc_auth("RocketMQ", "12345678", dt), dt, need) is None
+    assert check_grpc(cfg, PEER, grpc_auth("RocketMQ", "12345678", dt, upper=True), dt, need) is None
+    wrong = check_grpc(cfg, PEER, grpc_auth("RocketMQ", "wrong-secret", dt), dt, need)
+    assert wrong == GrpcRefusal(False, "Check signature failed for accessKey=RocketMQ")
+    other_time = check_grpc(cfg, PEER, grpc_auth("RocketMQ", "12345678", dt), "20261127T150001Z",
+                            need)
+    assert other_time is not None and not other_time.authenticated
+    assert check_grpc(cfg, PEER, None, dt, need) == GrpcRefusal(
+        False, "No accessKey is configured: the call from 127.0.0.1 carries no authorization")
+    denied = check_grpc(cfg, PEER, grpc_auth("RocketMQ", "12345678", dt), dt, {"topicC": PUB})
+    assert denied == GrpcRefusal(True, "No permission: PUB on topic topicC for accessKey RocketMQ "
+                                       "(it has SUB)")
+    assert check_grpc(cfg, "10.10.103.1", None, None, need) is None  # the global white list
+
+
+def test_parse_authorization() -> None:
+    assert parse_authorization("MQv2-HMAC-SHA1 Credential=ak, SignedHeaders=x-mq-date-time, "
+                               "Signature=abc") == {
+        "Algorithm": "MQv2-HMAC-SHA1", "Credential": "ak", "SignedHeaders": "x-mq-date-time",
+        "Signature": "abc"}

@@ -74,10 +74,9 @@ class AclServicer(MessagingServicer):
             original = getattr(super(), m.name, None)
             if original is None:
                 continue
-            if m.client_streaming:
-                wrapped: Callable[..., Any] = self._checked_bidi(m.name, original)
-            elif m.server_streaming:
-                wrapped = self._checked_stream(m.name, original)
+            if m.client_streaming or m.server_streaming:
+                wrapped: Callable[..., Any] = self._checked_stream(m.name, original,
+                                                                   bidi=m.client_streaming)
             else:
                 wrapped = self._checked_unary(m.name, original)
             setattr(self, m.name, wrapped)
@@ -111,27 +110,17 @@ class AclServicer(MessagingServicer):
             return refused if refused is not None else await original(request, context)
         return call
 
-    def _checked_stream(self, name: str, original: Callable[..., AsyncIterator[Any]]
-                        ) -> Callable[..., AsyncIterator[Any]]:
+    def _checked_stream(self, name: str, original: Callable[..., AsyncIterator[Any]], *,
+                        bidi: bool = False) -> Callable[..., AsyncIterator[Any]]:
+        """A server-streaming method checked on its request, or (``bidi``: Telemetry) a
+        bidirectional one checked on its metadata alone."""
         @functools.wraps(original)
-        async def call(request: Message, context: ServicerContext) -> AsyncIterator[Any]:
-            refused = self.refusal(name, request, context)
+        async def call(request: Any, context: ServicerContext) -> AsyncIterator[Any]:
+            refused = self.refusal(name, None if bidi else request, context)
             if refused is not None:
                 yield refused
                 return
             async for response in original(request, context):
-                yield response
-        return call
-
-    def _checked_bidi(self, name: str, original: Callable[..., AsyncIterator[Any]]
-                      ) -> Callable[..., AsyncIterator[Any]]:
-        @functools.wraps(original)
-        async def call(requests: AsyncIterator[Any], context: ServicerContext) -> AsyncIterator[Any]:
-            refused = self.refusal(name, None, context)
-            if refused is not None:
-                yield refused
-                return
-            async for response in original(requests, context):
                 yield response
         return call
 

@@ -25,6 +25,9 @@ log = logging.getLogger(__name__)
 
 
 class AclGate:
+    """A server's ``gate`` over one ``plain_acl.yml``; ``denied`` counts the refusals (Remoting
+    and, through ``broker.acl``, the gRPC front's)."""
+
     def __init__(self, path: Path, *, codes: Collection[int] | None = None,
                  reload_interval_s: float = RELOAD_INTERVAL_S) -> None:
         self.file = PlainAclFile(path)  # raises on a bad file: the server does not start

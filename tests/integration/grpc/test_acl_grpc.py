@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from consumehelp import collect, make_topic, queue, receive_req, resource
 from grpchelp import GrpcEnv, client_metadata, grpc_world
-from sendhelp import message, records, wait_records
+from sendhelp import Stream, message, producer_settings, records, wait_records
 
 from rocketlite.proxy.acl import needs
 from rocketlite.proxy.pb import definition_pb2 as pb
@@ -88,6 +88,17 @@ async def test_missing_permissions_are_forbidden(acl_g: GrpcEnv) -> None:
         entries=[spb.AckMessageEntry(message_id="x", receipt_handle="y")]), timeout=5,
         metadata=PUB_ONLY)
     assert ack.status.code == C.FORBIDDEN and "for accessKey grpc-pub" in ack.status.message
+
+
+async def test_telemetry_needs_a_valid_signature(acl_g: GrpcEnv) -> None:
+    for md, code in ((WRONG, C.UNAUTHORIZED), (PUB_ONLY, C.OK)):
+        stream = Stream(acl_g, md)
+        try:
+            await stream.send(spb.TelemetryCommand(settings=producer_settings("AclT")))
+            first = await stream.recv()
+        finally:
+            await stream.close()
+        assert first.status.code == code, first
 
 
 def test_what_each_call_needs() -> None:

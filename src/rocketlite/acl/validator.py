@@ -37,7 +37,7 @@ def check(config: AclConfig, peer_ip: str, code: int, ext: Mapping[str, str],
         return None
     sig = ext.get(SIGNATURE)
     expected = request_signature(ext, body, account.secret_key)
-    if sig is None or not hmac.compare_digest(sig.encode(), expected.encode()):
+    if sig is None or not sig.isascii() or not hmac.compare_digest(sig, expected):
         return f"Check signature failed for accessKey={ak}"
     if code in ADMIN_CODES and not account.admin:
         return f"No permission: request code {code} needs an admin account, accessKey {ak} is not"

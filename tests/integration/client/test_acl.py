@@ -3,7 +3,6 @@ rocketlite's own clients and admin library with credentials (docs/security.md)."
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -130,25 +129,22 @@ async def test_pub_only_account_cannot_pull_until_a_reload_grants_sub(acl_cluste
     refused = await pull_as(c, PUB_ONLY, "pubGroup")
     assert refused.code == ResponseCode.NO_PERMISSION
     assert refused.remark == "No permission: SUB on topic AclTopic for accessKey pub-key (it has PUB)"
+    gate = c.brokers["broker-a"].acl
+    assert gate is not None
     write_acl(tmp_path / "plain_acl.yml", pub_perm="PUB|SUB", bump=5)
-    codes: list[int] = []
-
-    async def pulled() -> bool:
-        r = await pull_as(c, PUB_ONLY, "pubGroup")
-        codes.append(r.code)
-        return r.code != ResponseCode.NO_PERMISSION
-
-    for _ in range(100):  # the broker polls the file every second
-        if await pulled():
-            break
-        await asyncio.sleep(0.1)
-    assert codes[-1] in (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND), codes
+    await eventually(lambda: gate.file.reloads == 1)  # the broker polls the file every second
+    granted = await pull_as(c, PUB_ONLY, "pubGroup")
+    assert granted.code in (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND), granted
     # a broken file keeps what is in force
     (tmp_path / "plain_acl.yml").write_text("accounts: [ {broken")
-    await asyncio.sleep(1.5)
+    await eventually(lambda: "not YAML" in (gate.file.last_error or ""))
     assert (await pull_as(c, PUB_ONLY, "pubGroup")).code != ResponseCode.NO_PERMISSION
-    assert c.brokers["broker-a"].acl is not None
-    assert "not YAML" in (c.brokers["broker-a"].acl.file.last_error or "")
+    # a global white list lets this host in unsigned
+    assert (await pull_as(c, None, "anyGroup")).code == ResponseCode.NO_PERMISSION
+    write_acl(tmp_path / "plain_acl.yml", bump=10,
+              extra="globalWhiteRemoteAddresses: ['127.0.0.*']\n")
+    await eventually(lambda: gate.file.last_error is None and gate.file.config.global_white)
+    assert (await pull_as(c, None, "anyGroup")).code != ResponseCode.NO_PERMISSION
 
 
 async def test_only_admin_creates_topics_and_writes_namesrv_kv(acl_cluster: Cluster) -> None:

@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.remoting.connection import SERVER_LIMITS, Connection, RunHandler
+from rocketlite.remoting.gated_runs import Gate, GatedRuns
 from rocketlite.remoting.limits import ConnectionLimits, FrameBudget, PeerLog
 
 log = logging.getLogger(__name__)
@@ -55,9 +56,8 @@ class RemotingServer:
         self.frame_budget = (FrameBudget(limits.buffered_frames_max, self.peer_log)
                              if limits.buffered_frames_max else None)
         # Checks each request before its processor (``acl_gate.AclGate``): None lets it run, a
-        # response answers it instead. With a gate, run handlers are not used (each request is
-        # checked on its own).
-        self.gate: Callable[[Connection, RemotingCommand], RemotingCommand | None] | None = None
+        # response answers it instead (run handlers get only the requests it lets run).
+        self.gate: Gate | None = None
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.TimerHandle | None = None
 
@@ -89,7 +89,8 @@ class RemotingServer:
     def _make_connection(self) -> Connection:
         conn = Connection(self._dispatch, limits=self.limits, on_close=self._closed,
                           peer_log=self.peer_log, frame_budget=self.frame_budget,
-                          run_handlers=self.run_processors if self.gate is None else {})
+                          run_handlers=self.run_processors if self.gate is None
+                          else GatedRuns(self.run_processors, self.gate))
         self.connections.add(conn)
         return conn
 

@@ -3,6 +3,7 @@ rocketlite's own clients and admin library with credentials (docs/security.md)."
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 from clientconf import Cluster, eventually
 
-from brokerhelp import pull_request
+from brokerhelp import pull_request, send_request
 from rocketlite.acl.sign import Credentials
 from rocketlite.admin import AdminSession
 from rocketlite.admin.errors import AdminError
@@ -119,6 +120,26 @@ async def test_wrong_secret_and_unsigned_are_refused(acl_cluster: Cluster) -> No
     assert unsigned.code == ResponseCode.NO_PERMISSION
     assert "No accessKey is configured" in (unsigned.remark or "")
     assert broker.store.commitlog.max_offset == before  # nothing written
+
+
+async def test_a_run_of_sends_is_checked_one_by_one(acl_cluster: Cluster) -> None:
+    """Sends written together reach the broker's batched send path as one run: the refused one
+    is answered NO_PERMISSION, the others are stored."""
+    c = acl_cluster
+    broker = c.brokers["broker-a"]
+    cmds = [send_request(TOPIC, b"run %d" % i, 0) for i in range(4)]
+    for i, cmd in enumerate(cmds):
+        (USER if i != 2 else Credentials("user-key", "wrong-secret")).sign(cmd.ext_fields, cmd.body)
+    client = RemotingClient()  # no signer: the requests go as signed above
+    try:
+        conn = await client.connection(c.addr())
+        replies = await asyncio.gather(*(conn.request_future(cmd, 5.0) for cmd in cmds))
+    finally:
+        await client.close()
+    assert [r.code for r in replies] == [ResponseCode.SUCCESS] * 2 + [ResponseCode.NO_PERMISSION] + [
+        ResponseCode.SUCCESS]
+    assert replies[2].remark == "Check signature failed for accessKey=user-key"
+    await eventually(lambda: broker.store.max_offset_in_queue(TOPIC, 0) == 3)
 
 
 async def test_pub_only_account_cannot_pull_until_a_reload_grants_sub(acl_cluster: Cluster,

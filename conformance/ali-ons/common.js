@@ -98,6 +98,12 @@ function clientOptions(script, args) {
     logger: makeLogger(script),
     ...(args['route-poll-ms'] ? { pollNameServerInteval: Number(args['route-poll-ms']) } : {}),
     ...(args['heartbeat-ms'] ? { heartbeatBrokerInterval: Number(args['heartbeat-ms']) } : {}),
+    // ACL: with CONFORMANCE_ACCESS_KEY and CONFORMANCE_SECRET_KEY set, ali-ons signs every
+    // request (its accessKeyId/accessKeySecret options; docs/security.md).
+    ...(process.env.CONFORMANCE_ACCESS_KEY ? {
+      accessKeyId: process.env.CONFORMANCE_ACCESS_KEY,
+      accessKeySecret: process.env.CONFORMANCE_SECRET_KEY,
+    } : {}),
   };
 }
 

@@ -36,6 +36,7 @@ from cpp_common import (
     parse,
     parser,
     run,
+    sign_with_env_credentials,
 )
 
 SCRIPT = "cpp-produce"
@@ -65,6 +66,7 @@ def main() -> int:
 
     producer = Producer(args.group)
     producer.set_namesrv_addr(args.namesrv)
+    sign_with_env_credentials(producer)
     deadline.phase = "starting the producer"
     try:
         producer.start()

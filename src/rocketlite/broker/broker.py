@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from rocketlite.acl.plain_file import acl_path
 from rocketlite.broker.admin import AdminProcessor
 from rocketlite.broker.admin_clients import ClientCalls
 from rocketlite.broker.admin_remoting import AdminRemoting
@@ -58,6 +59,7 @@ from rocketlite.protocol.bodies import RegisterBrokerBody
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.headers import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
+from rocketlite.remoting.acl_gate import AclGate
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection
 from rocketlite.remoting.server import RemotingServer
@@ -126,6 +128,9 @@ class Broker:
             "0.0.0.0", store_config.listen_port, name="broker", limits=config.remoting_limits(),
             tls=self.tls.server,
         )
+        # ACL (aclEnable): each request is checked against plain_acl.yml before its processor.
+        self.acl = AclGate(acl_path(config.acl_file)) if config.acl_enable else None
+        self.server.gate = self.acl
         cfg_dir = store_config.config_dir
         self.topics = TopicConfigManager(config, cfg_dir / "topics.json")
         self.offsets = ConsumerOffsetManager(cfg_dir / "consumerOffset.json")
@@ -210,11 +215,15 @@ class Broker:
                 await asyncio.to_thread(self.schedule.start)
             self.topics.persist_or_log()  # a full disk must not keep the broker from starting
             await self.server.start()
+            if self.acl is not None:
+                self.acl.start()
             if self.ha_server is not None:
                 await self.ha_server.start()
             if self.ha_client is not None:
                 await self.ha_client.start()
         except BaseException:
+            if self.acl is not None:
+                self.acl.close()
             await self._close_ha()
             await self.server.close()
             await asyncio.to_thread(self.schedule.shutdown)
@@ -255,6 +264,8 @@ class Broker:
         if not self.running:
             return
         self.running = False
+        if self.acl is not None:
+            self.acl.close()
         if self.role is not None:
             try:  # first: revoking the lease lets the controller elect another master at once
                 await self.role.close()

@@ -52,6 +52,8 @@ traceTopicEnable                  trace_topic_enable                  false
 msgTraceTopicName                 msg_trace_topic_name                RMQ_SYS_TRACE_TOPIC
 metricsPort                       metrics_port                        5557                port, 0: off
 dashboardPort                     dashboard_port                      8082                port, 0: off
+aclEnable                         acl_enable                          false
+aclFile                           acl_file                            $ROCKETMQ_HOME/conf/plain_acl.yml
 ================================  ==================================  ==================  =====
 
 The Remoting keys bound what one client can cost the broker (``remoting/limits.py``):
@@ -92,6 +94,9 @@ when master (SLAVE there means ASYNC_MASTER), and ``brokerId`` (above 0) names t
 
 ``metricsPort`` is also read under RocketMQ 5's name for it, ``metricsPromExporterPort`` (either
 key sets it; both with different values is refused), so a RocketMQ 5 broker.conf carries over.
+With ``aclEnable`` every Remoting request is checked against ``aclFile`` (not a RocketMQ key:
+Java reads ``$ROCKETMQ_HOME/conf/plain_acl.yml``, the default here too, ``./conf`` without
+``ROCKETMQ_HOME``) before its processor runs (``remoting/acl_gate.py``, docs/security.md).
 
 With ``traceTopicEnable`` the broker creates the message trace topic ``msgTraceTopicName`` (one
 queue) at start, as Java does, for clients that write traces (``client/trace.py``).
@@ -198,6 +203,9 @@ class BrokerConfig:
                                                       "aliases": ("metricsPromExporterPort",)})
     # the web dashboard (rocketlite.dashboard) on loopback, served by the broker's process; 0: off
     dashboard_port: int = field(default=8082, metadata=_key("dashboardPort"))
+    # ACL (rocketlite.acl): check every request against plain_acl.yml; "" : the default path
+    acl_enable: bool = field(default=False, metadata=_key("aclEnable"))
+    acl_file: str = field(default="", metadata=_key("aclFile"))
 
     def __post_init__(self) -> None:
         for f in fields(self):

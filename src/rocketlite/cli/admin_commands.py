@@ -40,9 +40,11 @@ from rocketlite.cli import (
     admin_trace,
 )
 from rocketlite.cli.admin_common import (
+    AccessKey,
     AsJson,
     Debug,
     Namesrv,
+    SecretKey,
     TlsCa,
     TlsCert,
     TlsChoice,
@@ -51,10 +53,12 @@ from rocketlite.cli.admin_common import (
     console,
     print_json,
     run,
+    set_credentials,
 )
 
 admin_app = typer.Typer(help="Operate a running cluster (mqadmin's commands).",
                         no_args_is_help=True)
+
 
 BrokerAddr = Annotated[str | None, typer.Option("-b", "--broker-addr",
                                                 help="the broker to ask, host:port")]
@@ -64,9 +68,12 @@ Cluster = Annotated[str | None, typer.Option("-c", "--cluster",
 
 @admin_app.callback()
 def admin_options(tls: TlsFlag = False, ca: TlsCa = None, cert: TlsCert = None,
-                  key: TlsKey = None) -> None:
-    """Options of every admin command (before its name: ``rocketlite admin --tls --ca ca.pem
-    topicList -n host:9876``)."""
+                  key: TlsKey = None, access_key: AccessKey = None,
+                  secret_key: SecretKey = None) -> None:
+    """Options of every admin command, before its name (``rocketlite admin --tls --ca ca.pem
+    topicList -n host:9876``): TLS, and with an ACL the keys to sign with (--access-key and
+    --secret-key, or $ROCKETLITE_ACCESS_KEY and $ROCKETLITE_SECRET_KEY)."""
+    set_credentials(access_key, secret_key)
     TlsChoice.enabled = tls or ca is not None
     TlsChoice.ca, TlsChoice.cert, TlsChoice.key = ca, cert, key
 

@@ -24,6 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from rocketlite.acl.sign import Credentials
 from rocketlite.admin import AdminSession, MessageView, jsonable, parse_timestamp
 from rocketlite.admin.timeparse import format_timestamp
 from rocketlite.cli.errors import debugging, reported
@@ -42,6 +43,30 @@ Begin = Annotated[str | None, typer.Option(
     "-s", "--begin", help="from this store time: ms since the epoch or yyyy-MM-dd#HH:mm:ss:SSS")]
 End = Annotated[str | None, typer.Option(
     "-e", "--end", help="to this store time: ms since the epoch or yyyy-MM-dd#HH:mm:ss:SSS")]
+
+
+ACCESS_KEY_ENV = "ROCKETLITE_ACCESS_KEY"
+SECRET_KEY_ENV = "ROCKETLITE_SECRET_KEY"
+AccessKey = Annotated[str | None, typer.Option(
+    "--access-key", envvar=ACCESS_KEY_ENV,
+    help=f"ACL access key: requests are signed (default: ${ACCESS_KEY_ENV})")]
+SecretKey = Annotated[str | None, typer.Option(
+    "--secret-key", envvar=SECRET_KEY_ENV,
+    help=f"ACL secret key, with --access-key (default: ${SECRET_KEY_ENV})")]
+_credentials: list[Credentials | None] = [None]  # set by the admin group's options
+
+
+def acl_credentials(access_key: str | None, secret_key: str | None) -> Credentials | None:
+    """``--access-key``/``--secret-key`` as credentials (both keys, or neither: None)."""
+    if (access_key is None) != (secret_key is None):
+        raise typer.BadParameter("give both --access-key and --secret-key, or neither",
+                                 param_hint="--access-key/--secret-key")
+    return None if access_key is None or secret_key is None else Credentials(access_key, secret_key)
+
+
+def set_credentials(access_key: str | None, secret_key: str | None) -> None:
+    """The ACL credentials every admin command of this run signs with (both keys, or neither)."""
+    _credentials[0] = acl_credentials(access_key, secret_key)
 
 
 class BodyFormat(enum.StrEnum):
@@ -97,7 +122,8 @@ def run(make: Callable[[AdminSession], Awaitable[T]], namesrv: str | None, debug
         logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
 
     async def go() -> T:
-        async with AdminSession(namesrv, tls=TlsChoice.option()) as session:
+        async with AdminSession(namesrv, tls=TlsChoice.option(),
+                                credentials=_credentials[0]) as session:
             return await make(session)
 
     with reported(debug):

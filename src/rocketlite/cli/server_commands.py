@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -24,11 +25,14 @@ from typing import Annotated
 
 import typer
 
+from rocketlite.acl.plain_file import acl_path
+from rocketlite.acl.sign import Credentials
 from rocketlite.broker.broker import Broker
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.metrics_collector import metrics_registry
 from rocketlite.broker.metrics_http import MetricsServer
 from rocketlite.cli import errors
+from rocketlite.cli.admin_common import ACCESS_KEY_ENV, SECRET_KEY_ENV
 from rocketlite.common import native
 from rocketlite.common.errors import ConfigError
 from rocketlite.dashboard import DashboardServer
@@ -109,6 +113,13 @@ def _server_configs(conf: Path | None, overrides: dict[str, str],
         raise ConfigError(f"{where}: {e}") from e
 
 
+def _env_acl() -> Credentials | None:
+    """What the dashboard beside the broker signs with on an ACL cluster: ``ROCKETLITE_ACCESS_KEY``
+    and ``ROCKETLITE_SECRET_KEY``, as ``rocketlite admin`` and ``dashboard`` read them."""
+    ak, sk = os.environ.get(ACCESS_KEY_ENV), os.environ.get(SECRET_KEY_ENV)
+    return Credentials(ak, sk) if ak and sk else None
+
+
 class BrokerWithFront:
     """A broker and, unless ``enableGrpcServer=false``, the gRPC front on ``grpcServerPort``:
     the front starts after the broker (its routes name the broker's topics) and stops first.
@@ -127,7 +138,8 @@ class BrokerWithFront:
         self.dashboard: DashboardServer | None = None
         if broker.config.dashboard_port and broker.config.namesrv_addr:
             self.dashboard = DashboardServer(broker.config.namesrv_addr, "127.0.0.1",
-                                             broker.config.dashboard_port, tls=broker.tls.client)
+                                             broker.config.dashboard_port, tls=broker.tls.client,
+                                             acl=_env_acl())
         self.front: GrpcFront | None = None
         if front.proxy.enable_grpc_server:
             self.front = GrpcFront(broker, front.proxy.grpc_server_port,
@@ -343,7 +355,8 @@ def start(
     bcfg, scfg, fcfg = _server_configs(conf, overrides, START_DEFAULTS)
     namesrv = NameServer("0.0.0.0", namesrv_port,
                          kv_config_path=scfg.store_path_root_dir / "namesrv" / "kvConfig.json",
-                         limits=bcfg.remoting_limits(), tls=fcfg.tls.server)
+                         limits=bcfg.remoting_limits(), tls=fcfg.tls.server,
+                         acl_file=acl_path(bcfg.acl_file) if bcfg.acl_enable else None)
     watch = ControllerWatch(controller, bcfg.broker_cluster_name) if controller else None
     broker = BrokerWithFront(Broker(bcfg, scfg, fcfg.tls), fcfg)
 
@@ -379,6 +392,8 @@ def namesrv(
     controller: ControllerOpt = None,
     cluster: Annotated[str, typer.Option(
         help="with --controller: the cluster whose masters this NameServer elects")] = "DefaultCluster",
+    acl_file: Annotated[Path | None, typer.Option(
+        help="plain_acl.yml: topic, KV and config writes then need a signed admin account")] = None,
     log_level: LogOpt = "INFO",
     debug: DebugOpt = False,
 ) -> None:
@@ -390,7 +405,7 @@ def namesrv(
         tls = TlsServerConfig.from_properties(read_properties_file(conf) if conf else {})
     except ConfigError as e:
         raise ConfigError(f"{conf}: {e}") from e
-    server = NameServer("0.0.0.0", port, kv_config_path=kv_config, tls=tls)
+    server = NameServer("0.0.0.0", port, kv_config_path=kv_config, tls=tls, acl_file=acl_file)
     watch = ControllerWatch(controller, cluster) if controller else None
 
     async def up() -> None:

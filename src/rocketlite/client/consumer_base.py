@@ -23,7 +23,7 @@ from rocketlite.client.allocate import AllocateStrategy, strategy_by_name
 from rocketlite.client.broker_api import BrokerApi
 from rocketlite.client.consume_stats import ConsumeStatsTracker
 from rocketlite.client.errors import MQClientError
-from rocketlite.client.instance import ClientConfig, ClientInstance
+from rocketlite.client.instance import ClientConfig, ClientInstance, CredentialsLike, client_config
 from rocketlite.client.message import check_topic
 from rocketlite.client.offset_store import (
     LocalFileOffsetStore,
@@ -73,10 +73,11 @@ class ConsumerBase(abc.ABC):
         consume_timestamp_ms: int | None = None,
         allocate: AllocateStrategy | str = "AVG",
         offset_store_dir: Path | None = None,
+        credentials: CredentialsLike | None = None,
     ) -> None:
         check_topic(group)
         self.group = group
-        self.config = config or ClientConfig(namesrv_addr=namesrv_addr)
+        self.config = client_config(config, namesrv_addr, credentials)
         self.message_model = message_model
         self.consume_from_where = consume_from_where
         self.consume_timestamp_ms = consume_timestamp_ms

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import socket
@@ -29,6 +30,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+from rocketlite.acl.sign import Credentials
 from rocketlite.client import running_info
 from rocketlite.client.errors import MQBrokerError, MQClientError
 from rocketlite.common.errors import FormatError, RemotingError
@@ -50,6 +52,7 @@ from rocketlite.protocol.headers import (
     UnregisterClientRequestHeader,
 )
 from rocketlite.protocol.running_info import ConsumerRunningInfo
+from rocketlite.remoting.acl_gate import request_signer
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection
 from rocketlite.remoting.tls import TlsOption
@@ -79,6 +82,8 @@ class ClientConfig:
     rebalance_interval: float = 20.0
     unit_name: str | None = None
     tls: TlsOption = None
+    # ACL: every request is signed with these (``SessionCredentials``); None: unsigned
+    credentials: Credentials | None = None
 
     def namesrv_list(self) -> list[str]:
         text = self.namesrv_addr or os.environ.get("NAMESRV_ADDR", "")
@@ -86,6 +91,20 @@ class ClientConfig:
         if not addrs:
             raise MQClientError("no NameServer address: pass namesrv_addr='host:9876' or set NAMESRV_ADDR")
         return addrs
+
+
+CredentialsLike = Credentials | tuple[str, str] | tuple[str, str, str | None]
+"""``(access_key, secret_key)``, ``(access_key, secret_key, security_token)`` or ``Credentials``."""
+
+
+def client_config(config: ClientConfig | None, namesrv_addr: str,
+                  credentials: CredentialsLike | None) -> ClientConfig:
+    """A client's settings: ``config`` (else one for ``namesrv_addr``), with ``credentials``
+    when given."""
+    cfg = config or ClientConfig(namesrv_addr=namesrv_addr)
+    if credentials is not None:
+        cfg = dataclasses.replace(cfg, credentials=Credentials.of(credentials))
+    return cfg
 
 
 def local_ip() -> str:
@@ -133,8 +152,9 @@ class ClientInstance:
         self.client_ip = config.client_ip or local_ip()
         instance = config.instance_name or f"{os.getpid()}#{time.monotonic_ns()}"
         self.client_id = f"{self.client_ip}@{instance}" + (f"@{config.unit_name}" if config.unit_name else "")
+        signer = None if config.credentials is None else request_signer(config.credentials)
         self.remoting = RemotingClient(self._on_request, connect_timeout=config.request_timeout,
-                                       tls=config.tls)
+                                       tls=config.tls, signer=signer)
         self.routes: dict[str, TopicRouteData] = {}
         self.broker_addrs: dict[str, dict[int, str]] = {}
         self.producers: dict[str, ProducerPeer] = {}

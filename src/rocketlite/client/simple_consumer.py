@@ -42,7 +42,7 @@ import uuid
 from rocketlite.client import running_info
 from rocketlite.client.broker_api import BrokerApi, PopReply
 from rocketlite.client.errors import MQBrokerError, MQClientError
-from rocketlite.client.instance import ClientConfig, ClientInstance
+from rocketlite.client.instance import ClientConfig, ClientInstance, CredentialsLike, client_config
 from rocketlite.client.message import MessageExt, check_topic
 from rocketlite.client.route import subscribe_queues
 from rocketlite.common.errors import FormatError
@@ -137,10 +137,11 @@ class SimpleConsumer:
         config: ClientConfig | None = None,
         fifo: bool = False,
         consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        credentials: CredentialsLike | None = None,
     ) -> None:
         check_topic(group)
         self.group = group
-        self.config = config or ClientConfig(namesrv_addr=namesrv_addr)
+        self.config = client_config(config, namesrv_addr, credentials)
         self.await_ms = _ms(await_duration, "await_duration", MAX_AWAIT)
         self.fifo = fifo
         first = (ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,

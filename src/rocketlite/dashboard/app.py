@@ -15,6 +15,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from rocketlite.acl.sign import Credentials as AclCredentials
 from rocketlite.admin import AdminError, AdminSession, TopicNotFoundError, UnreachableError
 from rocketlite.dashboard import api, api_dlq, api_messages, api_offsets, pages
 from rocketlite.dashboard.auth import Credentials, Handler, guard
@@ -64,10 +65,12 @@ class DashboardServer:
     (``dashboardPort``, connecting with the broker's own TLS settings: ``tls``)."""
 
     def __init__(self, namesrv: str, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
-                 credentials: Credentials | None = None, tls: TlsOption = None) -> None:
+                 credentials: Credentials | None = None, tls: TlsOption = None,
+                 acl: AclCredentials | None = None) -> None:
         self.namesrv, self.host, self.port = namesrv, host, port
-        self.credentials = credentials
+        self.credentials = credentials  # the login for writes
         self.tls = tls
+        self.acl = acl  # what its requests to an ACL cluster are signed with
         self._runner: web.AppRunner | None = None
 
     @property
@@ -77,7 +80,8 @@ class DashboardServer:
 
     async def start(self) -> None:
         """Listen (``OSError`` when the port is taken: nothing is left open)."""
-        runner = web.AppRunner(create_app(AdminSession(self.namesrv, tls=self.tls), self.credentials),
+        runner = web.AppRunner(create_app(AdminSession(self.namesrv, tls=self.tls,
+                                                       credentials=self.acl), self.credentials),
                                access_log=None)
         await runner.setup()
         try:
@@ -94,10 +98,11 @@ class DashboardServer:
 
 
 async def serve(namesrv: str, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
-                credentials: Credentials | None = None, tls: TlsOption = None) -> None:
+                credentials: Credentials | None = None, tls: TlsOption = None,
+                acl: AclCredentials | None = None) -> None:
     """Serve the dashboard of the cluster behind ``namesrv`` on ``host:port`` until SIGINT or
     SIGTERM; prints ``rocketlite ready: dashboard on http://...`` once it listens."""
-    server = DashboardServer(namesrv, host, port, credentials, tls)
+    server = DashboardServer(namesrv, host, port, credentials, tls, acl)
     await server.start()
     try:
         done = asyncio.Event()

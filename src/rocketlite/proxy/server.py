@@ -2,7 +2,7 @@
 picks a free one), started after the broker and stopped before it. ``impl`` (``grpcServerImpl``)
 picks the server: ``native`` (``proxy.h2``, our HTTP/2 server on an asyncio Protocol, a fraction
 of grpc.aio's CPU per call) or ``grpcio`` (``grpc.aio``); both serve the same
-``MessagingServicer``.
+``MessagingServicer`` (checked, ``proxy/acl.AclServicer``, when the broker has ``aclEnable``).
 
 TLS (``tls``: the broker's ``tlsServerMode`` and ``tls.server.*`` files, ``remoting.tls``): the
 native server tells TLS from plain by the first byte as the Remoting port does (permissive: both,
@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING
 import grpc
 
 from rocketlite.common.errors import ConfigError
+from rocketlite.proxy.acl import servicer
 from rocketlite.proxy.config import DEFAULT_IMPL, IMPLS
 from rocketlite.proxy.context import FrontContext
 from rocketlite.proxy.h2.connection import Limits
 from rocketlite.proxy.h2.server import H2Server, service_methods
 from rocketlite.proxy.pb import service_pb2, service_pb2_grpc
-from rocketlite.proxy.service import MessagingServicer
 from rocketlite.proxy.sessions import SESSION_IDLE_S, Sessions
 from rocketlite.remoting.tls import KEYS, TlsServerConfig
 
@@ -80,9 +80,8 @@ class GrpcFront:
         log.info("gRPC front (apache.rocketmq.v2, %s) listening on %s", self.impl, self.address)
 
     async def _start_native(self) -> None:
-        servicer = MessagingServicer(self.ctx)
         server = H2Server(service_methods(
-            service_pb2.DESCRIPTOR.services_by_name["MessagingService"], servicer),
+            service_pb2.DESCRIPTOR.services_by_name["MessagingService"], servicer(self.ctx)),
             Limits(max_message=MAX_MESSAGE_BYTES))
         try:
             self.ctx.port = await server.start(self.bind_host, self.requested_port, self.tls)
@@ -97,7 +96,7 @@ class GrpcFront:
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.so_reuseport", 0),
         ])
-        service_pb2_grpc.add_MessagingServiceServicer_to_server(MessagingServicer(self.ctx), server)
+        service_pb2_grpc.add_MessagingServiceServicer_to_server(servicer(self.ctx), server)
         where = f"{self.bind_host}:{self.requested_port}"
         if self.tls is not None and self.tls.enabled:
             bound = server.add_secure_port(where, _grpcio_credentials(self.tls))

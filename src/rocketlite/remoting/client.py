@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from rocketlite.common.errors import RemotingError
 from rocketlite.protocol.command import RemotingCommand
-from rocketlite.remoting.connection import Connection, RequestHandler
+from rocketlite.remoting.connection import Connection, RequestHandler, Signer
 from rocketlite.remoting.limits import DEFAULT_MAX_FRAME, ConnectionLimits
 from rocketlite.remoting.tls import TlsOption, client_context, handshake_error
 
@@ -41,9 +41,11 @@ class RemotingClient:
         max_frame: int = DEFAULT_MAX_FRAME,
         on_close: Callable[[str], None] | None = None,
         tls: TlsOption = None,
+        signer: Signer | None = None,
     ) -> None:
         self.handler = handler
         self.ssl = client_context(tls)
+        self.signer = signer  # signs every request on our connections (ACL credentials)
         self.on_close = on_close
         self.connect_timeout = connect_timeout
         # The client keeps reading whatever it writes (the replies it reads are what unblock a
@@ -100,6 +102,7 @@ class RemotingClient:
                 raise RemotingError(f"cannot connect to {addr}: {e}") from e
             except OSError as e:
                 raise RemotingError(f"cannot connect to {addr}: {e}") from e
+            new.signer = self.signer
             self._conns[addr] = new
             if tls is not None:  # (the closed ones are forgotten here: the set stays bounded)
                 self._unproven = {c for c in self._unproven if c.is_open}

@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.command import FrameDecoder, RemotingCommand
 from rocketlite.remoting.connection import SERVER_LIMITS, Connection, RunHandler
+from rocketlite.remoting.gated_runs import Gate, GatedRuns
 from rocketlite.remoting.limits import ConnectionLimits, FrameBudget, PeerLog
 from rocketlite.remoting.tls import TlsServerConfig
 from rocketlite.remoting.tls_listen import Listening, listen
@@ -64,6 +65,9 @@ class RemotingServer:
         self.tls_log = PeerLog(log, "refused connections", first=1)
         self.frame_budget = (FrameBudget(limits.buffered_frames_max, self.peer_log)
                              if limits.buffered_frames_max else None)
+        # Checks each request before its processor (``acl_gate.AclGate``): None lets it run, a
+        # response answers it instead (run handlers get only the requests it lets run).
+        self.gate: Gate | None = None
         self._server: Listening | None = None
         self._sweeper: asyncio.TimerHandle | None = None
 
@@ -88,12 +92,15 @@ class RemotingServer:
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                 f"{self.name}: request code {cmd.code} is not supported",
             )
+        if self.gate is not None and (refused := self.gate(conn, cmd)) is not None:
+            return refused
         return processor(conn, cmd)
 
     def _make_connection(self) -> Connection:
         conn = Connection(self._dispatch, limits=self.limits, on_close=self._closed,
                           peer_log=self.peer_log, frame_budget=self.frame_budget,
-                          run_handlers=self.run_processors)
+                          run_handlers=self.run_processors if self.gate is None
+                          else GatedRuns(self.run_processors, self.gate))
         self.connections.add(conn)
         return conn
 

@@ -37,6 +37,8 @@ KEYS = {
     "traceTopicEnable", "msgTraceTopicName",
     # Prometheus /metrics (rocketlite's name for RocketMQ 5's metricsPromExporterPort)
     "metricsPort", "dashboardPort",
+    # ACL (aclEnable is BrokerConfig's; aclFile is rocketlite's)
+    "aclEnable", "aclFile",
 }
 
 
@@ -188,3 +190,9 @@ def test_metrics_port_under_both_names_with_two_values_is_refused() -> None:
         BrokerConfig.from_properties({"metricsPromExporterPort": "70000"})
     with pytest.raises(ConfigError, match="metricsPromExporterPort='x'"):
         BrokerConfig.from_properties({"metricsPromExporterPort": "x"})
+
+
+def test_acl_is_off_by_default_and_takes_a_file() -> None:
+    assert BrokerConfig().acl_enable is False and BrokerConfig().acl_file == ""
+    c = BrokerConfig.from_properties({"aclEnable": "true", "aclFile": "/etc/rocketlite/acl.yml"})
+    assert c.acl_enable and c.acl_file == "/etc/rocketlite/acl.yml"

@@ -68,7 +68,7 @@ HASH_SLOTS = 1000
 PRODUCER_GROUP = "ChaosPG"
 CONSUMER_GROUP = "ChaosCG"
 CHECK_INTERVAL_MS = 300  # transactionCheckInterval (and transactionTimeOut)
-SETTLE_S = 3 * CHECK_INTERVAL_MS / 1000  # after everything arrived: a late double would show
+SETTLE_S = 3 * CHECK_INTERVAL_MS / 1000  # a read equal to the one this long before: settled
 ARRIVE_LIMIT_S = 30.0  # the acknowledged messages must all be readable within this after restart
 BURST_LIMIT_S = 60.0
 # a worker's pause after each answered send: a burst of 2,000 lasts a few seconds (so delay
@@ -265,7 +265,13 @@ class Burst:
     async def run(self, workers: int) -> None:
         await self.producer.start()
         await self.consumer.start()
-        self.consumer.assign(await self.consumer.fetch_queues(self.topic))  # pulling already
+        for _ in range(300):  # the NameServer may have the topic, not yet its queues
+            if queues := await self.consumer.fetch_queues(self.topic):
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError(f"no queues of {self.topic} in its route after 30 s")
+        self.consumer.assign(queues)  # pulling before the burst starts
         reader = asyncio.create_task(self.consume())
         try:
             async with asyncio.timeout(BURST_LIMIT_S):
@@ -417,8 +423,9 @@ class KillBurst:
     async def _check(self, topic: str, sent: dict[str, Sent], consumed: dict[int, int]
                      ) -> tuple[dict[int, list[MessageRecord]], list[str]]:
         """After the restart: the consumer offsets against the recovered queues, then the
-        topic once every acknowledged message is readable (or ``ARRIVE_LIMIT_S`` passed) and
-        ``SETTLE_S`` more."""
+        topic once every acknowledged message is readable and a read ``SETTLE_S`` later finds
+        nothing more (check-backs and delays of unacknowledged messages may still add some), or
+        ``ARRIVE_LIMIT_S`` passed."""
         client = RemotingClient()
         producer = self.producer()
         try:
@@ -441,14 +448,15 @@ class KillBurst:
             await producer.publish_queues(topic)  # learns the broker: heartbeat, check-backs
             want = {i for i, s in sent.items() if s.acked and (s.kind != "txn" or decision(i))}
             deadline = time.monotonic() + ARRIVE_LIMIT_S
-            while time.monotonic() < deadline:
+            last = -1
+            while True:  # until every acked message is there and nothing more arrives
                 records, problems_now = await read_topic(client, self.addr, topic, QUEUES)
                 have = {m.properties.get(ID_PROPERTY) for recs in records.values() for m in recs}
-                if want <= have and not problems_now:
+                count = sum(len(v) for v in records.values())
+                if (want <= have and count == last) or time.monotonic() > deadline:
                     break
-                await asyncio.sleep(0.2)
-            await asyncio.sleep(SETTLE_S)
-            records, problems_now = await read_topic(client, self.addr, topic, QUEUES)
+                last = count if want <= have else -1
+                await asyncio.sleep(SETTLE_S)
             return records, problems + problems_now
         finally:
             with contextlib.suppress(Exception):

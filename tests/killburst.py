@@ -5,7 +5,9 @@ One ``rocketlite start`` (NameServer and broker in one process) on one store per
 round (``KillBurst.round``) has its own topic and:
 
 * starts the server on the store (recovering the previous round's kill), creates the topic and
-  runs a MIXED burst from rocketlite's own client, ``workers`` sends in flight: single async
+  runs a MIXED burst from rocketlite's own client, ``workers`` concurrent senders, each pausing
+  ``pause_s`` after an answer (a burst lasts seconds, long enough for delay deliveries and
+  transaction check-backs before some kills): single async
   sends, batches (2-6 messages), delay-level messages (levels 1 s and 2 s) and transactional
   messages (half + commit, a third rolled back: ``decision``), the kind of each slot drawn from
   the round's seeded generator. Every message has an id (``BURST_ID``) and a body derived from
@@ -16,8 +18,8 @@ round (``KillBurst.round``) has its own topic and:
 * restarts it on the same store, asks the consumer offsets first (they must not run ahead of
   the recovered queues), starts a TransactionProducer of the same group (it answers the
   check-backs of the half messages whose decision the kill swallowed), waits until every
-  acknowledged message is readable (delay messages once due), reads every queue again after a
-  few more check intervals, stops the server cleanly and runs ``rocketlite store verify``.
+  acknowledged message is readable (delay messages once due) and two reads ``SETTLE_S`` apart
+  agree, stops the server cleanly and runs ``rocketlite store verify``.
 
 What a round must find (``judge``):
 

@@ -248,3 +248,16 @@ def wait_until(check: Callable[[], object], timeout: float = 30.0, every: float 
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not met in {timeout} s")
         time.sleep(every)
+
+
+def store_verify(store: Path, hash_slot_num: int | None = None, delay_levels: str | None = None
+                 ) -> str:
+    """``rocketlite store verify`` of a stopped broker's store, as a subprocess (the CLI users
+    run; ``hash_slot_num``: maxHashSlotNum, ``delay_levels``: messageDelayLevel, if not the
+    defaults): "" when it finds the store consistent, else its output's tail."""
+    extra = [] if hash_slot_num is None else ["--hash-slot-num", str(hash_slot_num)]
+    extra += [] if delay_levels is None else ["--delay-levels", delay_levels]
+    done = subprocess.run([sys.executable, "-m", "rocketlite", "store", "verify", str(store), *extra],
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    return "" if done.returncode == 0 else (done.stdout + done.stderr)[-2000:]

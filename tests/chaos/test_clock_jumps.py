@@ -38,7 +38,7 @@ from storehelp import small_config, wait_dispatched
 
 EXAMPLES = int(os.environ.get("ROCKETLITE_CHAOS_CLOCK_EXAMPLES", "40"))
 # a program takes about 0.3 s (1 s on a loaded machine): the full run needs more than the default
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(max(300, 2 * EXAMPLES))]
+pytestmark = [pytest.mark.chaos, pytest.mark.timeout(max(300, 2 * EXAMPLES))]
 T0 = 1_700_000_000_000
 SLOTS = 120  # a two-minute wheel at 1 s precision: a jump of an hour goes past it
 LEVELS = "1s 5s 30s"

@@ -11,7 +11,7 @@ import pytest
 
 from chaosload import LoadPlan, run
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.chaos, pytest.mark.timeout(240)]
 
 
 def test_many_clients_produce_and_consume_with_nothing_lost_and_the_broker_bounded(

@@ -45,3 +45,14 @@ def wait_dispatched(store: MessageStore, timeout_s: float = 10.0) -> None:
                 f"dispatch stuck at {store.dispatcher.dispatch_from} < {store.commitlog.max_offset}"
             )
         time.sleep(0.002)
+
+
+class Clock:
+    """A clock in ms that a test moves by hand (``clock.t``): the store, the delay-level service
+    and the timer wheel take it in place of the wall clock."""
+
+    def __init__(self, t: int) -> None:
+        self.t = t
+
+    def __call__(self) -> int:
+        return self.t

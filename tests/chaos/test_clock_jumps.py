@@ -34,7 +34,7 @@ from rocketlite.formats.message_record import decode_record
 from rocketlite.formats.properties import encode_properties
 from rocketlite.store.message import MessageToStore
 from rocketlite.store.message_store import MessageStore
-from storehelp import small_config, wait_dispatched
+from storehelp import Clock, small_config, wait_dispatched
 
 EXAMPLES = int(os.environ.get("ROCKETLITE_CHAOS_CLOCK_EXAMPLES", "40"))
 # a program takes about 0.3 s (1 s on a loaded machine): the full run needs more than the default
@@ -43,14 +43,6 @@ T0 = 1_700_000_000_000
 SLOTS = 120  # a two-minute wheel at 1 s precision: a jump of an hour goes past it
 LEVELS = "1s 5s 30s"
 TOPIC = "ClockTopic"
-
-
-class Clock:
-    def __init__(self, t: int) -> None:
-        self.t = t
-
-    def __call__(self) -> int:
-        return self.t
 
 
 @dataclass

@@ -21,18 +21,10 @@ from rocketlite.formats.properties import decode_properties, encode_properties
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.message import MessageToStore
 from rocketlite.store.message_store import MessageStore
-from storehelp import small_config, wait_dispatched
+from storehelp import Clock, small_config, wait_dispatched
 
 LEVELS = "1s 2s 3s"
 TOPIC = "DelayTopic"
-
-
-class Clock:
-    def __init__(self, t: int) -> None:
-        self.t = t
-
-    def __call__(self) -> int:
-        return self.t
 
 
 @dataclass

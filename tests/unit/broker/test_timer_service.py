@@ -27,19 +27,11 @@ from rocketlite.formats.properties import decode_properties, encode_properties
 from rocketlite.formats.timer import MIN_BLANK_LEN, TIMER_LOG_UNIT_SIZE
 from rocketlite.store.message import MessageToStore
 from rocketlite.store.message_store import MessageStore
-from storehelp import small_config, wait_dispatched
+from storehelp import Clock, small_config, wait_dispatched
 
 T0 = 1_700_000_000_000  # a whole second
 SLOTS = 200
 TOPIC = "TimerTopic"
-
-
-class Clock:
-    def __init__(self, t: int) -> None:
-        self.t = t
-
-    def __call__(self) -> int:
-        return self.t
 
 
 @dataclass

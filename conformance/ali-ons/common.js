@@ -29,6 +29,9 @@ const COMMON_OPTIONS = {
   // ali-ons's pollNameServerInteval (sic): how often it re-reads its topics' routes (default
   // 30000 ms); unset, ali-ons's default applies.
   'route-poll-ms': { type: 'string' },
+  // ali-ons's persistConsumerOffsetInterval: how often a consumer commits its offsets (default
+  // 5000 ms); unset, ali-ons's default applies.
+  'commit-ms': { type: 'string' },
 };
 
 function parse(script, extraOptions = {}, defaults = {}) {
@@ -94,6 +97,7 @@ function clientOptions(script, args) {
     nameSrv: args.namesrv,
     logger: makeLogger(script),
     ...(args['route-poll-ms'] ? { pollNameServerInteval: Number(args['route-poll-ms']) } : {}),
+    ...(args['commit-ms'] ? { persistConsumerOffsetInterval: Number(args['commit-ms']) } : {}),
   };
 }
 

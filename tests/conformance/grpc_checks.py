@@ -27,6 +27,9 @@ from rocketlite.formats.properties import KEYS, TAGS, UNIQ_KEY
 from rocketlite.protocol.bodies import ConsumeFromWhere
 
 TAG = "TagA"  # the scenarios' default tag
+# broker.conf of a test whose 5.x PushConsumer stops: its shutdown waits for the long polls it
+# has in flight, which the front holds up to this (default 20 s; the least it may be is 5 s)
+SHORT_LONG_POLLS = {"grpcClientConsumerMaxLongPollingTimeoutMillis": "5000"}
 
 
 def first_deliveries(received: Iterable[Event]) -> list[Event]:

@@ -12,6 +12,7 @@ import signal
 
 import pytest
 from grpc_checks import (
+    SHORT_LONG_POLLS,
     assert_fifo_order,
     assert_received_as_sent,
     assert_redelivered,
@@ -175,6 +176,7 @@ def _redelivered(n: int):  # type: ignore[no-untyped-def]
                               if e["event"] == "received" and not e["fail"]) >= n
 
 
+@pytest.mark.broker_conf(SHORT_LONG_POLLS)
 def test_node_push_consumer_listener_fails_once_then_succeeds(cx: Conformance) -> None:
     """Node PushConsumer whose listener returns FAILURE on each message's first delivery: each
     message is delivered again with deliveryAttempt 2 and then succeeds; nothing arrives a third
@@ -211,6 +213,7 @@ def test_node_push_consumer_listener_fails_once_then_succeeds(cx: Conformance) -
 
 
 @pytest.mark.orderly_groups("GFP", "GFD")
+@pytest.mark.broker_conf(SHORT_LONG_POLLS)
 def test_node_fifo_push_consumer_order_and_failure_to_dlq(cx: Conformance) -> None:
     """FIFO PushConsumer (FIFO topic, 3 message groups, orderly consumer groups): a listener
     that always succeeds sees each group's messages in send order, each once (deliveryAttempt 1),
@@ -234,7 +237,7 @@ def test_node_fifo_push_consumer_order_and_failure_to_dlq(cx: Conformance) -> No
     assert len(sent) == n, p.describe()
     failing.wait_for(lambda events: sum(1 for e in events if e["event"] == "received") >= n,
                      REDELIVERY_S, f"first delivery of all {n} messages to the failing listener")
-    failing.proc.send_signal(signal.SIGTERM)  # both shut down (20 s: the long polls) at once
+    failing.proc.send_signal(signal.SIGTERM)  # both shut down (<= 5 s: the long polls) at once
 
     got = received_of(ok.finish(FINISH_S))
     assert_same_messages(pairs(sent, "sent"), pairs(got, "received"), "Node FIFO PushConsumer")

@@ -13,6 +13,8 @@ import signal
 import pytest
 from grpc_checks import (
     SHORT_LONG_POLLS,
+    SHORT_MIN_INVISIBLE,
+    SHORT_MIN_INVISIBLE_S,
     assert_fifo_order,
     assert_received_as_sent,
     assert_redelivered,
@@ -30,7 +32,6 @@ pytestmark = pytest.mark.conformance
 
 READY_S = 20
 DELAY_LATE_MS = 2000  # a due time in ms waits for the timer's next 1 s tick, plus a wake-up
-MIN_INVISIBLE_S = 10  # the front's minInvisibleTimeMillsForRecv (Apache's proxy default)
 REDELIVERY_S = 15  # a PushConsumer's failed message comes back (or is forwarded) within this
 
 
@@ -118,10 +119,12 @@ def test_node_fifo_delay_and_transactions(cx: Conformance) -> None:
     assert_stored_as_sent(state, delayed, delay_sent, "store (delayed)")
 
 
+@pytest.mark.broker_conf(SHORT_MIN_INVISIBLE)
 def test_node_simple_consumer_redelivery_and_change_invisible(cx: Conformance) -> None:
     """Node SimpleConsumer, two groups: one leaves each message unacked, which comes back after
-    its invisible time (10 s, the least a receive may ask for) with deliveryAttempt 2; one
-    receives with 30 s and changes it to 2 s, so each comes back after about 2 s, not 30."""
+    its invisible time (the least a receive may ask for: SHORT_MIN_INVISIBLE_S here, 10 s by
+    default) with deliveryAttempt 2; one receives with 30 s and changes it to 2 s, so each
+    comes back after about 2 s, not 30."""
     n = 4
     topic = cx.name("N5_POP")
     cx.create_topic(topic)
@@ -130,12 +133,12 @@ def test_node_simple_consumer_redelivery_and_change_invisible(cx: Conformance) -
     keys = [e["key"] for e in sent]
     common = ("--expect", str(n), "--await-ms", "1000")
     skipper = cx.node5("simple_consume", topic, cx.name("GK"), *common, "--first", "skip",
-                       "--invisible-ms", str(MIN_INVISIBLE_S * 1000))
+                       "--invisible-ms", str(SHORT_MIN_INVISIBLE_S * 1000))
     changer = cx.node5("simple_consume", topic, cx.name("GC"), *common, "--first", "change",
                        "--invisible-ms", "30000", "--change-to-ms", "2000")
     skipped = received_of(skipper.finish(FINISH_S))
-    assert_redelivered(skipped, keys, MIN_INVISIBLE_S * 1000 - 500, MIN_INVISIBLE_S * 1000 + 6000,
-                       "unacked messages")
+    assert_redelivered(skipped, keys, SHORT_MIN_INVISIBLE_S * 1000 - 500,
+                       SHORT_MIN_INVISIBLE_S * 1000 + 6000, "unacked messages")
     assert_received_as_sent(sent, skipped, topic, "redelivered messages")
     changed = received_of(changer.finish(FINISH_S))
     assert len(changer.of("changed")) == n, changer.describe()

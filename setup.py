@@ -46,7 +46,14 @@ def extensions() -> list[Extension]:
 
 
 class OptionalBuildExt(build_ext):
-    """``build_ext`` that warns instead of failing: the extensions only speed things up."""
+    """``build_ext`` that warns instead of failing: the extensions only speed things up. It
+    compiles the extensions in parallel, one job per CPU, unless ``-j``/``--parallel`` says
+    otherwise (``pip install -e`` gives none: a serial build was most of a fresh CI venv's time)."""
+
+    def finalize_options(self) -> None:
+        super().finalize_options()
+        if not self.parallel:
+            self.parallel = os.cpu_count() or 1
 
     def run(self) -> None:
         try:

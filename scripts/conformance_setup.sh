@@ -71,7 +71,9 @@ node -e 'const v = require(process.argv[1]).version; if (v !== process.argv[3]) 
 # -- rocketmq 0.4.4 (C++ 4.x client) -------------------------------------------------------------
 command -v "$python" >/dev/null || die "$python is not installed"
 [ "$(uname -m)" = x86_64 ] || die "rocketmq 0.4.4 ships only a manylinux1 x86_64 wheel, not $(uname -m)"
-venv_stamp="$venv/.installed-$rocketmq_pin"
+# The stamps name the Python that made the venv too: a venv of another minor version is remade.
+py_version="$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+venv_stamp="$venv/.installed-$rocketmq_pin-py$py_version"
 if [ -f "$venv_stamp" ] && [ -x "$venv/bin/python" ]; then
     echo "$rocketmq_pin: up to date ($venv)"
 else
@@ -90,7 +92,7 @@ fi
 # -- rocketmq-python-client 5.1.2 (5.x gRPC client) -----------------------------------------------
 # The stamp names the constraints file's checksum, so a changed pin set reinstalls.
 pins5="$(cksum < "$constraints5" | cut -d' ' -f1)"
-venv5_stamp="$venv5/.installed-$grpc_python_pin-$pins5"
+venv5_stamp="$venv5/.installed-$grpc_python_pin-$pins5-py$py_version"
 if [ -f "$venv5_stamp" ] && [ -x "$venv5/bin/python" ]; then
     echo "$grpc_python_pin: up to date ($venv5)"
 else

@@ -32,6 +32,9 @@ const COMMON_OPTIONS = {
   // ali-ons's heartbeatBrokerInterval: how often it sends HEART_BEAT to its brokers (default
   // 30000 ms; a producer's first one goes out only then); unset, ali-ons's default applies.
   'heartbeat-ms': { type: 'string' },
+  // ali-ons's persistConsumerOffsetInterval: how often a consumer commits its offsets (default
+  // 5000 ms); unset, ali-ons's default applies.
+  'commit-ms': { type: 'string' },
 };
 
 function parse(script, extraOptions = {}, defaults = {}) {
@@ -104,6 +107,7 @@ function clientOptions(script, args) {
       accessKeyId: process.env.CONFORMANCE_ACCESS_KEY,
       accessKeySecret: process.env.CONFORMANCE_SECRET_KEY,
     } : {}),
+    ...(args['commit-ms'] ? { persistConsumerOffsetInterval: Number(args['commit-ms']) } : {}),
   };
 }
 

@@ -27,6 +27,14 @@ from rocketlite.formats.properties import KEYS, TAGS, UNIQ_KEY
 from rocketlite.protocol.bodies import ConsumeFromWhere
 
 TAG = "TagA"  # the scenarios' default tag
+# broker.conf of a test whose 5.x PushConsumer stops: its shutdown waits for the long polls it
+# has in flight, which the front holds up to this (default 20 s; the least it may be is 5 s)
+SHORT_LONG_POLLS = {"grpcClientConsumerMaxLongPollingTimeoutMillis": "5000"}
+# broker.conf of a test that waits for a received message's invisible time to pass: the least
+# invisible time a receive may ask for (minInvisibleTimeMillsForRecv; 10 s by default, Apache's
+# proxy's) at SHORT_MIN_INVISIBLE_S, which that test then asks for
+SHORT_MIN_INVISIBLE_S = 4
+SHORT_MIN_INVISIBLE = {"minInvisibleTimeMillsForRecv": str(SHORT_MIN_INVISIBLE_S * 1000)}
 
 
 def first_deliveries(received: Iterable[Event]) -> list[Event]:

@@ -12,6 +12,9 @@ import signal
 
 import pytest
 from grpc_checks import (
+    SHORT_LONG_POLLS,
+    SHORT_MIN_INVISIBLE,
+    SHORT_MIN_INVISIBLE_S,
     assert_fifo_order,
     assert_received_as_sent,
     assert_redelivered,
@@ -29,7 +32,6 @@ pytestmark = pytest.mark.conformance
 
 READY_S = 20
 DELAY_LATE_MS = 2000  # a due time in ms waits for the timer's next 1 s tick, plus a wake-up
-MIN_INVISIBLE_S = 10  # the front's minInvisibleTimeMillsForRecv (Apache's proxy default)
 REDELIVERY_S = 15  # a PushConsumer's failed message comes back (or is forwarded) within this
 
 
@@ -117,10 +119,12 @@ def test_node_fifo_delay_and_transactions(cx: Conformance) -> None:
     assert_stored_as_sent(state, delayed, delay_sent, "store (delayed)")
 
 
+@pytest.mark.broker_conf(SHORT_MIN_INVISIBLE)
 def test_node_simple_consumer_redelivery_and_change_invisible(cx: Conformance) -> None:
     """Node SimpleConsumer, two groups: one leaves each message unacked, which comes back after
-    its invisible time (10 s, the least a receive may ask for) with deliveryAttempt 2; one
-    receives with 30 s and changes it to 2 s, so each comes back after about 2 s, not 30."""
+    its invisible time (the least a receive may ask for: SHORT_MIN_INVISIBLE_S here, 10 s by
+    default) with deliveryAttempt 2; one receives with 30 s and changes it to 2 s, so each
+    comes back after about 2 s, not 30."""
     n = 4
     topic = cx.name("N5_POP")
     cx.create_topic(topic)
@@ -129,12 +133,12 @@ def test_node_simple_consumer_redelivery_and_change_invisible(cx: Conformance) -
     keys = [e["key"] for e in sent]
     common = ("--expect", str(n), "--await-ms", "1000")
     skipper = cx.node5("simple_consume", topic, cx.name("GK"), *common, "--first", "skip",
-                       "--invisible-ms", str(MIN_INVISIBLE_S * 1000))
+                       "--invisible-ms", str(SHORT_MIN_INVISIBLE_S * 1000))
     changer = cx.node5("simple_consume", topic, cx.name("GC"), *common, "--first", "change",
                        "--invisible-ms", "30000", "--change-to-ms", "2000")
     skipped = received_of(skipper.finish(FINISH_S))
-    assert_redelivered(skipped, keys, MIN_INVISIBLE_S * 1000 - 500, MIN_INVISIBLE_S * 1000 + 6000,
-                       "unacked messages")
+    assert_redelivered(skipped, keys, SHORT_MIN_INVISIBLE_S * 1000 - 500,
+                       SHORT_MIN_INVISIBLE_S * 1000 + 6000, "unacked messages")
     assert_received_as_sent(sent, skipped, topic, "redelivered messages")
     changed = received_of(changer.finish(FINISH_S))
     assert len(changer.of("changed")) == n, changer.describe()
@@ -175,6 +179,7 @@ def _redelivered(n: int):  # type: ignore[no-untyped-def]
                               if e["event"] == "received" and not e["fail"]) >= n
 
 
+@pytest.mark.broker_conf(SHORT_LONG_POLLS)
 def test_node_push_consumer_listener_fails_once_then_succeeds(cx: Conformance) -> None:
     """Node PushConsumer whose listener returns FAILURE on each message's first delivery: each
     message is delivered again with deliveryAttempt 2 and then succeeds; nothing arrives a third
@@ -211,6 +216,7 @@ def test_node_push_consumer_listener_fails_once_then_succeeds(cx: Conformance) -
 
 
 @pytest.mark.orderly_groups("GFP", "GFD")
+@pytest.mark.broker_conf(SHORT_LONG_POLLS)
 def test_node_fifo_push_consumer_order_and_failure_to_dlq(cx: Conformance) -> None:
     """FIFO PushConsumer (FIFO topic, 3 message groups, orderly consumer groups): a listener
     that always succeeds sees each group's messages in send order, each once (deliveryAttempt 1),
@@ -234,7 +240,7 @@ def test_node_fifo_push_consumer_order_and_failure_to_dlq(cx: Conformance) -> No
     assert len(sent) == n, p.describe()
     failing.wait_for(lambda events: sum(1 for e in events if e["event"] == "received") >= n,
                      REDELIVERY_S, f"first delivery of all {n} messages to the failing listener")
-    failing.proc.send_signal(signal.SIGTERM)  # both shut down (20 s: the long polls) at once
+    failing.proc.send_signal(signal.SIGTERM)  # both shut down (<= 5 s: the long polls) at once
 
     got = received_of(ok.finish(FINISH_S))
     assert_same_messages(pairs(sent, "sent"), pairs(got, "received"), "Node FIFO PushConsumer")

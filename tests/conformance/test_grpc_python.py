@@ -13,6 +13,8 @@ import time
 
 import pytest
 from grpc_checks import (
+    SHORT_MIN_INVISIBLE,
+    SHORT_MIN_INVISIBLE_S,
     assert_fifo_blocked,
     assert_fifo_order,
     assert_received_as_sent,
@@ -146,11 +148,12 @@ def test_transactions_commit_rollback_and_orphan_check(cx: Conformance) -> None:
     assert in_topic == visible, f"the topic holds {in_topic}, {visible} expected"
 
 
+@pytest.mark.broker_conf(SHORT_MIN_INVISIBLE)
 def test_simple_consumer_ack_change_invisible_and_redelivery(cx: Conformance) -> None:
     """SimpleConsumer, three groups on one topic: one acks on receipt (each message once); one
-    leaves each message unacked, which comes back after its invisible time (10 s, the least a
-    receive may ask for) with delivery_attempt 2; one receives with 30 s and changes it to 2 s,
-    so each comes back after about 2 s, not 30."""
+    leaves each message unacked, which comes back after its invisible time (the least a receive
+    may ask for: SHORT_MIN_INVISIBLE_S here, 10 s by default) with delivery_attempt 2; one
+    receives with 30 s and changes it to 2 s, so each comes back after about 2 s, not 30."""
     n = 4
     topic = cx.name("G5_POP")
     cx.create_topic(topic)
@@ -160,15 +163,15 @@ def test_simple_consumer_ack_change_invisible_and_redelivery(cx: Conformance) ->
     common = ("--expect", str(n), "--await-s", "1")
     acker = cx.g5py("simple_consume", topic, cx.name("GA"), *common)
     skipper = cx.g5py("simple_consume", topic, cx.name("GK"), *common, "--first", "skip",
-                      "--invisible-s", str(MIN_INVISIBLE_S))
+                      "--invisible-s", str(SHORT_MIN_INVISIBLE_S))
     changer = cx.g5py("simple_consume", topic, cx.name("GC"), *common, "--first", "change",
                       "--invisible-s", "30", "--change-to-s", "2")
     got = received_of(acker.finish(FINISH_S))
     assert_same_messages(pairs(sent, "sent"), pairs(got, "received"), "acking consumer")
     assert {e["deliveryAttempt"] for e in got} == {1}
     skipped = received_of(skipper.finish(FINISH_S))
-    assert_redelivered(skipped, keys, MIN_INVISIBLE_S * 1000 - 500, MIN_INVISIBLE_S * 1000 + 6000,
-                       "unacked messages")
+    assert_redelivered(skipped, keys, SHORT_MIN_INVISIBLE_S * 1000 - 500,
+                       SHORT_MIN_INVISIBLE_S * 1000 + 6000, "unacked messages")
     assert_received_as_sent(sent, skipped, topic, "redelivered messages")
     changed = received_of(changer.finish(FINISH_S))
     assert len(changer.of("changed")) == n, changer.describe()

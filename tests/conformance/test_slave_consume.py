@@ -57,8 +57,10 @@ pytestmark = [pytest.mark.conformance, pytest.mark.timeout(120)]
 GROUP = "broker-cs"
 BATCH = 20  # messages of each of A, B and C
 SLAVE_SYNC_S = 10.0  # the slave copies the master's offsets every 10 s (SlaveSynchronize)
-COMMIT_S = 5.0  # both clients commit consumed offsets every 5 s
+COMMIT_S = 5.0  # the C++ client commits consumed offsets every 5 s (ali-ons: ONS_COMMIT_MS)
 CLIENT_ROUTE_POLL_S = 30.0  # both clients' default route refresh (the C++ one is fixed)
+ONS_ROUTE_POLL_MS = 2000  # ali-ons's consumers here (its pollNameServerInteval, see consume())
+ONS_COMMIT_MS = 1000  # and their commits (persistConsumerOffsetInterval, default 5 s)
 PULL_BATCH = 32  # both clients pull at most 32 messages a request
 BACKLOG = 200  # the running consumer's batch B: 50 a queue, more than one pull takes
 MARGIN_S = 15.0  # two shared cores
@@ -129,8 +131,14 @@ def produce(w: Conformance, kind: str, topic: str, start: int, n: int = BATCH) -
 
 def consume(w: Conformance, kind: str, topic: str, group: str) -> ClientProcess:
     """The client's push consumer, ready, until SIGTERM. ali-ons starts a new group at the first
-    offset; the C++ client (no setting) at the last, so it is started before batch A."""
-    p = (w.ons("consume", topic, group, "--expect", "0", "--consume-from", "FIRST")
+    offset; the C++ client (no setting) at the last, so it is started before batch A.
+
+    ali-ons re-reads the route every ONS_ROUTE_POLL_MS, not its default 30 s, and commits
+    every ONS_COMMIT_MS, not 5 s: the hand-overs here (to the slave, back to the master) wait
+    for that re-read and each step for a commit; the defaults are run in
+    test_failover_clients.py (``ali-ons``). The C++ client has no settings (30 s, 5 s)."""
+    p = (w.ons("consume", topic, group, "--expect", "0", "--consume-from", "FIRST",
+               "--route-poll-ms", str(ONS_ROUTE_POLL_MS), "--commit-ms", str(ONS_COMMIT_MS))
          if kind == "ali-ons" else w.cpp("push", topic, group, "--expect", "0"))
     p.wait_event("ready", 60)
     return p
@@ -241,8 +249,9 @@ async def test_running_consumer_moves_to_the_slave(pair: Pair, world: Conformanc
     batch A, so that batch B waits for it (BACKLOG, more than a pull takes from a queue); the
     master stops while it is paused. Resumed, it has at most the answer of the one pull per
     queue it had held at the master (<= PULL_BATCH messages a queue); the rest of B can only
-    come from the slave, which it pulls from once it re-reads the route (every 30 s; a refused
-    connection does not make it drop the master's address), and it commits B's ends there.
+    come from the slave, which it pulls from once it re-reads the route (every
+    ONS_ROUTE_POLL_MS here, 30 s by default; a refused connection does not make it drop the
+    master's address), and it commits B's ends there.
 
     Not the C++ client: on the dead master's refused connection, its 1.2.4 push consumer
     re-sends each queue's pull at once, without the 3 s pause of a failed pull (observed: about

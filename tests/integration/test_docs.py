@@ -24,7 +24,8 @@ pytestmark = pytest.mark.integration
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 BLOCK = re.compile(r"^```python([^\n]*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 BLOCK_TIMEOUT_S = 60.0
-MAX_NO_RUN = 5  # docs/spark.md's Spark job fragments, docs/grpc.md's rocketmq-python-client one
+MAX_NO_RUN = 6  # docs/spark.md's Spark job fragments, docs/grpc.md's rocketmq-python-client one,
+# docs/security.md's TLS client (certificate files and a TLS broker)
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from rocketlite.protocol.bodies import (
     TopicRouteData,
 )
 from rocketlite.protocol.running_info import ConsumerRunningInfo, ProcessQueueInfo
+from rocketlite.remoting.tls import TlsOption
 
 log = logging.getLogger(__name__)
 
@@ -74,10 +75,11 @@ class ConsumerBase(abc.ABC):
         allocate: AllocateStrategy | str = "AVG",
         offset_store_dir: Path | None = None,
         credentials: CredentialsLike | None = None,
+        tls: TlsOption = None,
     ) -> None:
         check_topic(group)
         self.group = group
-        self.config = client_config(config, namesrv_addr, credentials)
+        self.config = client_config(config, namesrv_addr, credentials, tls)
         self.message_model = message_model
         self.consume_from_where = consume_from_where
         self.consume_timestamp_ms = consume_timestamp_ms

@@ -98,12 +98,14 @@ CredentialsLike = Credentials | tuple[str, str] | tuple[str, str, str | None]
 
 
 def client_config(config: ClientConfig | None, namesrv_addr: str,
-                  credentials: CredentialsLike | None) -> ClientConfig:
+                  credentials: CredentialsLike | None, tls: TlsOption = None) -> ClientConfig:
     """A client's settings: ``config`` (else one for ``namesrv_addr``), with ``credentials``
-    when given."""
+    and ``tls`` (True, or an ``ssl.SSLContext``) when given."""
     cfg = config or ClientConfig(namesrv_addr=namesrv_addr)
     if credentials is not None:
         cfg = dataclasses.replace(cfg, credentials=Credentials.of(credentials))
+    if tls is not None and tls is not False:
+        cfg = dataclasses.replace(cfg, tls=tls)
     return cfg
 
 

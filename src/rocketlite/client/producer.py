@@ -64,6 +64,7 @@ from rocketlite.protocol.bodies import MessageQueue, TopicRouteData
 from rocketlite.protocol.codes import RequestCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.remoting.pending import FutureWaiter, next_opaque
+from rocketlite.remoting.tls import TlsOption
 
 __all__ = ["RETRY_CODES", "MessageQueueSelector", "Producer", "SendResult", "SendStatus", "select_by_hash"]
 
@@ -92,10 +93,11 @@ class Producer(SendPreparation):
         enable_trace: bool = False,
         trace_topic: str | None = None,
         credentials: CredentialsLike | None = None,
+        tls: TlsOption = None,
     ) -> None:
         compression_flag(compression)  # validates the codec name now
         self.group = group
-        self.config = client_config(config, namesrv_addr, credentials)
+        self.config = client_config(config, namesrv_addr, credentials, tls)
         self.send_timeout = send_timeout
         self.retry_times = retry_times_when_send_failed
         self.retry_times_async = retry_times_when_send_async_failed

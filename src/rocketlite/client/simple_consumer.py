@@ -66,6 +66,7 @@ from rocketlite.protocol.pop_info import (
     batch_acks,
 )
 from rocketlite.protocol.running_info import ConsumerRunningInfo
+from rocketlite.remoting.tls import TlsOption
 
 log = logging.getLogger(__name__)
 
@@ -138,10 +139,11 @@ class SimpleConsumer:
         fifo: bool = False,
         consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
         credentials: CredentialsLike | None = None,
+        tls: TlsOption = None,
     ) -> None:
         check_topic(group)
         self.group = group
-        self.config = client_config(config, namesrv_addr, credentials)
+        self.config = client_config(config, namesrv_addr, credentials, tls)
         self.await_ms = _ms(await_duration, "await_duration", MAX_AWAIT)
         self.fifo = fifo
         first = (ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,

@@ -88,3 +88,19 @@ async def test_permissive_ports_serve_plain_and_tls_clients(tmp_path: Path, cert
             async with Producer(f"MIX{i}", config=client_config(ns, tls)) as p:
                 assert (await p.send(Message("MixTopic", b"m%d" % i))).status is SendStatus.SEND_OK
         assert await read_all(ns, certs, "MixTopic", 3) == [b"m0", b"m1", b"m2"]
+
+
+async def test_producer_and_consumer_take_tls_as_an_argument(tmp_path: Path, certs: Certs) -> None:
+    """``tls=`` on the constructors, as ``credentials=``: no ClientConfig needed."""
+    async with tls_cluster(tmp_path, certs, "enforcing") as ns:
+        async with Producer("ARGP", namesrv_addr=ns, tls=certs.client_tls()) as p:
+            assert (await p.send(Message("ArgTopic", b"a"))).status is SendStatus.SEND_OK
+        got: list[MessageExt] = []
+        async with LitePullConsumer("ARGG", namesrv_addr=ns, tls=certs.client_tls(),
+                                    consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+                                    broker_suspend_max=1.0) as c:
+            c.assign(await c.fetch_queues("ArgTopic"))
+            deadline = time.monotonic() + 20
+            while not got and time.monotonic() < deadline:
+                got += await c.poll(0.5)
+        assert [m.body for m in got] == [b"a"]

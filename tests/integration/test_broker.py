@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import os
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -47,6 +49,7 @@ from rocketlite.protocol.headers import (
 from rocketlite.protocol.message_batch import encode_batch
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection
+from rocketlite.store import disk
 from rocketlite.store.config import StoreConfig
 
 pytestmark = pytest.mark.integration
@@ -726,6 +729,37 @@ async def test_sync_flush_that_is_late_or_fails_is_answered_so(
         await eventually(lambda: cl.flushed_offset >= cl.max_offset)  # the slow one finished
         r = await env.send("SlowDisk", b"after")
         assert r.code == RC.SUCCESS, r.remark
+
+
+class FailingSync(disk.FileLayer):
+    """The store's file layer with every fdatasync failing as a dying disk's does (EIO)."""
+
+    def sync(self, fd: int) -> None:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+
+async def test_an_fsync_failure_in_the_file_layer_reaches_the_senders(tmp_path: Path) -> None:
+    """A SYNC_FLUSH broker whose fdatasync fails (injected in ``store.disk``'s file layer, under
+    the CommitLog's own flush) answers every waiting sender SERVICE_NOT_AVAILABLE with the
+    system's reason, acknowledges nothing, and acknowledges again once syncs work."""
+    async with running(tmp_path, flushDiskType="SYNC_FLUSH") as env:
+        assert (await env.send("SyncFail", b"before")).code == RC.SUCCESS
+        previous = disk.install(FailingSync())
+        try:
+            replies = await asyncio.gather(
+                *(env.send("SyncFail", b"f%d" % i) for i in range(3)),
+                env.send("SyncFail", encode_batch([b"x", b"y"]),
+                         code=RequestCode.SEND_BATCH_MESSAGE))
+        finally:
+            disk.install(previous)
+        for r in replies:
+            assert r.code == RC.SERVICE_NOT_AVAILABLE, r.remark
+            assert "fdatasync of" in (r.remark or "") and "Input/output error" in (r.remark or "")
+            assert not r.ext_fields  # no message id: nothing acknowledged
+        r = await env.send("SyncFail", b"after")
+        assert r.code == RC.SUCCESS, r.remark
+        cl = env.broker.store.commitlog
+        assert cl.flushed_offset >= cl.max_offset
 
 
 async def test_offsets_topics_and_messages_survive_a_restart(tmp_path: Path) -> None:

@@ -38,16 +38,22 @@ ZEROS = bytes(ZERO_CHUNK)  # the store's one buffer of zeros (mapped_file shares
 _FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 # posix_fallocate without filesystem support (glibc emulates it, other C libraries may not).
 _NO_FALLOCATE = frozenset({errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})
+_fdatasync = getattr(os, "fdatasync", os.fsync)
 
 
 class FileLayer:
-    """The system calls the store's writers go through (tests install a fault-injecting one)."""
+    """The system calls the store's writers go through: space, writes and syncs (tests install a
+    fault-injecting one: a full disk, a failing fdatasync)."""
 
     def allocate(self, fd: int, offset: int, length: int) -> None:
         os.posix_fallocate(fd, offset, length)
 
     def pwrite(self, fd: int, data: bytes | bytearray | memoryview, pos: int) -> int:
         return os.pwrite(fd, data, pos)
+
+    def sync(self, fd: int) -> None:
+        """Make the file's written data durable (``fdatasync``; raises ``OSError``)."""
+        _fdatasync(fd)
 
     def space(self, path: Path) -> tuple[int, int]:
         """(used, available to an unprivileged writer) bytes of the filesystem holding ``path``."""

@@ -17,8 +17,6 @@ from pathlib import Path
 from rocketlite.common.errors import FlushError
 from rocketlite.store import disk
 
-_fdatasync = getattr(os, "fdatasync", os.fsync)
-
 
 class FixedFile:
     def __init__(self, path: Path, length: int, *, sparse: bool = False) -> None:
@@ -56,7 +54,7 @@ class FixedFile:
 
     def sync(self) -> None:
         try:
-            _fdatasync(self._fd)
+            disk.LAYER.sync(self._fd)
         except OSError as e:
             raise FlushError(f"fdatasync of {self.path} failed: {e}") from e
 

@@ -303,11 +303,11 @@ class MappedFile:
                     # short-lived descriptor releases it, and covers the same page cache.
                     fd = os.open(self.path, os.O_RDWR)
                     try:
-                        os.fdatasync(fd)
+                        disk.LAYER.sync(fd)
                     finally:
                         os.close(fd)
                 else:
-                    os.fdatasync(self._fd)
+                    disk.LAYER.sync(self._fd)
             except OSError as e:
                 raise FlushError(f"fdatasync of {self.path} failed: {e}") from e
             self.flushed = target

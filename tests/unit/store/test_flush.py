@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rocketlite.common.errors import FlushError, FlushTimeoutError
-from rocketlite.store import mapped_file
+from rocketlite.store import disk
 from rocketlite.store.message_store import MessageStore
 from storehelp import msg, small_config, wait_dispatched
 
@@ -38,7 +38,7 @@ def test_group_commit_uses_fewer_syncs_than_writers(tmp_path: Path, monkeypatch:
         time.sleep(0.002)  # a slow disk lets writers pile up behind one sync
         real(fd)
 
-    monkeypatch.setattr(mapped_file.os, "fdatasync", counting)
+    monkeypatch.setattr(disk.LAYER, "sync", counting)
     with sync_store(tmp_path) as s:
         def writer() -> None:
             for _ in range(20):
@@ -61,7 +61,7 @@ def test_fsync_error_reaches_the_writer(tmp_path: Path, monkeypatch: pytest.Monk
         def failing(fd: int) -> None:
             raise OSError(errno.EIO, "Input/output error")
 
-        monkeypatch.setattr(mapped_file.os, "fdatasync", failing)
+        monkeypatch.setattr(disk.LAYER, "sync", failing)
         with pytest.raises(FlushError, match="Input/output error"):
             s.put_messages_sync([msg()])
         monkeypatch.undo()
@@ -77,7 +77,7 @@ def test_flush_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         real(fd)
 
     with sync_store(tmp_path, syncFlushTimeout="100") as s:
-        monkeypatch.setattr(mapped_file.os, "fdatasync", slow)
+        monkeypatch.setattr(disk.LAYER, "sync", slow)
         with pytest.raises(FlushTimeoutError, match="100 ms"):
             s.put_messages_sync([msg()])
         monkeypatch.undo()
@@ -102,7 +102,7 @@ def test_sync_flush_hides_messages_until_flushed(tmp_path: Path, monkeypatch: py
         real(fd)
 
     with sync_store(tmp_path) as s:
-        monkeypatch.setattr(mapped_file.os, "fdatasync", gated)
+        monkeypatch.setattr(disk.LAYER, "sync", gated)
         put = s.put_messages([msg()])
         time.sleep(0.1)
         assert put.flushed is not None and not put.flushed.done()

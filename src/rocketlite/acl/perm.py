@@ -104,6 +104,10 @@ def needed(code: int, ext: Mapping[str, str], body: bytes | None) -> dict[str, i
         topic = ext.get("b")
         if topic and not topic.startswith(RETRY_PREFIX):
             return {topic: PUB}
+    return _needed(code, ext, body)
+
+
+def _needed(code: int, ext: Mapping[str, str], body: bytes | None) -> dict[str, int]:
     need: dict[str, int] = {}
 
     def add(resource: str | None, perm: int) -> None:

@@ -6,6 +6,7 @@ shows (compare with ``broker_bench.py``, whose lean hand-rolled client spends as
     python bench/client_bench.py --scenario async --seconds 10
     python bench/client_bench.py --scenario async --trace   # with enable_trace (message trace)
     python bench/client_bench.py --scenario async --acl     # aclEnable, every request signed
+    python bench/client_bench.py --scenario micro --acl     # the client's CPU per signed send
 
 Scenarios:
   sync     ``await producer.send()`` in a loop: one in flight, bounded by the round trip
@@ -230,10 +231,12 @@ class _Replies:
         return b"".join(out)
 
 
-async def run_micro(body: bytes, messages: int, window: int) -> dict[str, object]:
-    """The client's CPU per async send without a broker (see the module docstring)."""
+async def run_micro(body: bytes, messages: int, window: int, acl: bool = False) -> dict[str, object]:
+    """The client's CPU per async send without a broker (see the module docstring); with ``acl``
+    every send signed."""
     addr = "127.0.0.1:1"
-    p = Producer("BenchProducer", namesrv_addr="127.0.0.1:2", async_window=window)
+    p = Producer("BenchProducer", namesrv_addr="127.0.0.1:2", async_window=window,
+                 credentials=ACL_CREDENTIALS if acl else None)
     inst = p.instance = ClientInstance(p.config)
     p._started = True
     inst.broker_addrs["b"] = {0: addr}
@@ -243,6 +246,7 @@ async def run_micro(body: bytes, messages: int, window: int) -> dict[str, object
     transport = _FakeTransport()
     conn = Connection(None, limits=inst.remoting.limits)
     conn.connection_made(transport)  # type: ignore[arg-type]
+    conn.signer = inst.remoting.signer
     inst.remoting._conns[addr] = conn
     replies = _Replies()
     done = 0
@@ -290,9 +294,10 @@ def main() -> None:
     except ImportError:
         uvloop = None
     if args.scenario == ["micro"]:
-        coro = run_micro(os.urandom(args.size), args.messages, args.window)
+        coro = run_micro(os.urandom(args.size), args.messages, args.window, args.acl)
         r = uvloop.run(coro) if uvloop else asyncio.run(coro)
-        print(f"micro: send_async(), window {args.window}, no broker: {r['messages']:,} messages, "
+        print(f"micro: send_async(), window {args.window}, no broker{', signed' if args.acl else ''}: "
+              f"{r['messages']:,} messages, "
               f"client {r['client_us_per_msg']:.2f} us/msg (process_time)", flush=True)
         return
     print(f"rocketlite client as the load generator; {args.size} B bodies; client and broker on this "

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from brokerhelp import eventually, free_port
+from rocketlite.acl.sign import Credentials
 from rocketlite.broker.broker import Broker
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.namesrv.server import NameServer
@@ -97,11 +98,14 @@ class Pair:
             "namesrvAddr": self.ns_addr, "brokerName": self.name, "brokerId": str(broker_id),
         } | self.broker_props)
 
-    async def start(self, broker_id: int, root: str, **extra: str) -> Broker:
+    async def start(self, broker_id: int, root: str, *, credentials: Credentials | None = None,
+                    **extra: str) -> Broker:
         """Start a broker of the group with its store under ``tmp/root``: the master with
-        brokerId 0, else the slave (``extra`` names its role)."""
+        brokerId 0, else the slave (``extra`` names its role); ``credentials`` sign its own
+        requests (``acl.inner``)."""
         b = Broker(self.broker_config(broker_id),
-                   store_config(self.tmp / root, **(self.store_props | extra)))
+                   store_config(self.tmp / root, **(self.store_props | extra)),
+                   credentials=credentials)
         await b.start()
         if broker_id == 0:
             self.master = b
@@ -124,8 +128,8 @@ class Pair:
         assert self.master is not None and self.master.ha_server is not None
         return f"127.0.0.1:{self.master.ha_server.port}"
 
-    async def start_slave(self, **extra: str) -> Broker:
-        return await self.start(1, "s", brokerRole="SLAVE",
+    async def start_slave(self, *, credentials: Credentials | None = None, **extra: str) -> Broker:
+        return await self.start(1, "s", brokerRole="SLAVE", credentials=credentials,
                                 haMasterAddress=self.master_ha_address, **extra)
 
     async def stop(self, b: Broker) -> None:

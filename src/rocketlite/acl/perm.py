@@ -24,6 +24,9 @@ _Add = Callable[[str | None, int], None]
 _NAMES = {"DENY": DENY, "ANY": ANY, "PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB,
           "SUB|PUB": PUB | SUB}
 
+_SEND_V2_CODES = frozenset(int(c) for c in (
+    RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2))
+
 ADMIN_CODES = frozenset(int(c) for c in (
     RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.UPDATE_AND_CREATE_TOPIC_LIST,
     RequestCode.UPDATE_BROKER_CONFIG, RequestCode.DELETE_TOPIC_IN_BROKER,
@@ -97,6 +100,14 @@ def needed(code: int, ext: Mapping[str, str], body: bytes | None) -> dict[str, i
     """The resources a request touches and the permission each needs (``PlainAccessResource
     .parse``); empty for codes that touch none. A send to a retry topic needs SUB on its group
     (a consumer sending a message back), as RocketMQ checks it."""
+    if code in _SEND_V2_CODES:  # the hot case first: a producer's send to a topic
+        topic = ext.get("b")
+        if topic and not topic.startswith(RETRY_PREFIX):
+            return {topic: PUB}
+    return _needed(code, ext, body)
+
+
+def _needed(code: int, ext: Mapping[str, str], body: bytes | None) -> dict[str, int]:
     need: dict[str, int] = {}
 
     def add(resource: str | None, perm: int) -> None:

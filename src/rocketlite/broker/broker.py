@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rocketlite.acl.plain_file import acl_path
+from rocketlite.acl.sign import Credentials
 from rocketlite.broker.admin import AdminProcessor
 from rocketlite.broker.admin_clients import ClientCalls
 from rocketlite.broker.admin_remoting import AdminRemoting
@@ -59,7 +60,7 @@ from rocketlite.protocol.bodies import RegisterBrokerBody
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.headers import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
-from rocketlite.remoting.acl_gate import AclGate
+from rocketlite.remoting.acl_gate import AclGate, request_signer
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection
 from rocketlite.remoting.server import RemotingServer
@@ -105,7 +106,9 @@ class BrokerStats:
 
 class Broker:
     def __init__(self, config: BrokerConfig, store_config: StoreConfig,
-                 tls: TlsSettings | None = None) -> None:
+                 tls: TlsSettings | None = None, *, credentials: Credentials | None = None) -> None:
+        """``credentials``: what the broker signs its own requests with (``acl.inner``: a
+        slave's synchronisation from an ACL master, its registrations); None signs nothing."""
         check_role(config, store_config)
         self.config = config
         self.tls = tls or TlsSettings()  # the Remoting port's, the gRPC front's, the NameServers'
@@ -141,7 +144,8 @@ class Broker:
         self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time)
         self.hold = PullRequestHoldService(config.max_held_pulls)
         self.stats = BrokerStats()
-        self.client = RemotingClient(on_close=self._connection_closed, tls=self.tls.client)
+        self.client = RemotingClient(on_close=self._connection_closed, tls=self.tls.client,
+                                     signer=None if credentials is None else request_signer(credentials))
         self._reregister_at = 0.0  # loop time of the last registration a closed connection asked
         # Prometheus metrics (``metrics``): the hot paths fold into it per batch; None when
         # metricsPort=0 (then they do nothing at all). Served by ``metrics_http.MetricsServer``.

@@ -25,6 +25,7 @@ from typing import Annotated
 
 import typer
 
+from rocketlite.acl.inner import inner_credentials
 from rocketlite.acl.plain_file import acl_path
 from rocketlite.acl.sign import Credentials
 from rocketlite.broker.broker import Broker
@@ -86,17 +87,20 @@ def load_configs(conf: Path | None, overrides: dict[str, str],
 @dataclass(frozen=True, slots=True)
 class FrontConfigs:
     """The gRPC front's settings in broker.conf: the server's, the consumer limits, renewal; and
-    TLS (``remoting.tls``: the Remoting, NameServer and gRPC ports', the broker's connections)."""
+    TLS (``remoting.tls``: the Remoting, NameServer and gRPC ports', the broker's connections),
+    and the broker's own credentials (``acl.inner``), both kept out of ``getBrokerConfig``."""
 
     proxy: ProxyConfig
     limits: ConsumeLimits
     renew: RenewConfig
     tls: TlsSettings = field(default_factory=TlsSettings)
+    inner_credentials: Credentials | None = None
 
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> FrontConfigs:
         return cls(ProxyConfig.from_properties(props), ConsumeLimits.from_properties(props),
-                   RenewConfig.from_properties(props), TlsSettings.from_properties(props))
+                   RenewConfig.from_properties(props), TlsSettings.from_properties(props),
+                   inner_credentials(props))
 
 
 def _server_configs(conf: Path | None, overrides: dict[str, str],
@@ -358,7 +362,7 @@ def start(
                          limits=bcfg.remoting_limits(), tls=fcfg.tls.server,
                          acl_file=acl_path(bcfg.acl_file) if bcfg.acl_enable else None)
     watch = ControllerWatch(controller, bcfg.broker_cluster_name) if controller else None
-    broker = BrokerWithFront(Broker(bcfg, scfg, fcfg.tls), fcfg)
+    broker = BrokerWithFront(Broker(bcfg, scfg, fcfg.tls, credentials=fcfg.inner_credentials), fcfg)
 
     async def up() -> None:
         await namesrv.start()
@@ -448,7 +452,7 @@ def broker(
     bcfg, scfg, fcfg = _server_configs(
         conf, _overrides(store, broker_port, namesrv_addr, flush, grpc_port, no_grpc, controller,
                          metrics_port, dashboard_port))
-    b = BrokerWithFront(Broker(bcfg, scfg, fcfg.tls), fcfg)
+    b = BrokerWithFront(Broker(bcfg, scfg, fcfg.tls, credentials=fcfg.inner_credentials), fcfg)
     run_until_signalled(b.start, b.close, lambda: (
         f"broker {bcfg.broker_name} at {scfg.broker_ip1}:{b.broker.port}{b.describe()}, "
         f"NameServers {bcfg.namesrv_addr}, store {scfg.store_path_root_dir}"))

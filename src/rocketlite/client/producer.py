@@ -19,7 +19,8 @@ with at most ``default_topic_queue_nums`` queues, so a broker with autoCreateTop
 
 Sends (sync, async, batch) are built without the generic codec: a ROCKETMQ binary SEND_MESSAGE_V2
 (or SEND_BATCH_MESSAGE) frame from the template of its (topic, queue) (``send_codec.SendFrame``,
-byte-identical to the generic encoding; an async send's templates and queue choice are cached per
+byte-identical to the generic encoding; with credentials ``send_sign.SignedSendFrame``, signed;
+an async send's templates and queue choice are cached per
 publish info, ``send_types._Lanes``), sent through ``Connection.send_request``: an async send with
 a ``ReplyWaiter`` (``send_types._AsyncSend``) instead of a future. A reply's header becomes the
 ``SendResult`` in ``send_codec.ResultReader``. Oneway sends keep the generic command. Messages are
@@ -44,8 +45,9 @@ from rocketlite.client.fault import LatencyFaultTolerance, select_queue
 from rocketlite.client.instance import ClientConfig, ClientInstance, CredentialsLike, client_config
 from rocketlite.client.message import Message, UniqKeyGenerator, compression_flag
 from rocketlite.client.route import MASTER_ID, TopicPublishInfo, master_address, publish_info
-from rocketlite.client.send_codec import PlainPrep, SendFrame, SendFramePy, UniqKeysPy
+from rocketlite.client.send_codec import PlainPrep, UniqKeysPy
 from rocketlite.client.send_prep import SendPreparation
+from rocketlite.client.send_sign import FrameTemplate, send_frame
 from rocketlite.client.send_types import (
     RETRY_CODES,
     MessageQueueSelector,
@@ -115,7 +117,7 @@ class Producer(SendPreparation):
         self.instance: ClientInstance | None = None
         self._infos: dict[str, TopicPublishInfo] = {}
         self._lanes: dict[str, _Lanes] = {}
-        self._templates: dict[tuple[str, str, int, bool], SendFramePy] = {}  # sync sends, batches
+        self._templates: dict[tuple[str, str, int, bool], FrameTemplate] = {}  # sync sends, batches
         self._use_uniq_keys(UniqKeyGenerator())
         self._inflight = 0
         self._backlog: collections.deque[_AsyncSend] = collections.deque()
@@ -319,7 +321,8 @@ class Producer(SendPreparation):
         if len(self._lanes) >= 4096:
             self._lanes.clear()
         lanes = self._lanes[info.topic] = _Lanes(info, self.group, self.create_topic_key,
-                                                 self.default_topic_queue_nums)
+                                                 self.default_topic_queue_nums,
+                                                 self.config.credentials)
         return lanes
 
     async def _invoke(self, inst: ClientInstance, addr: str, p: _Prepared, mq: MessageQueue,
@@ -332,9 +335,9 @@ class Producer(SendPreparation):
         if template is None:
             if len(self._templates) >= 4096:
                 self._templates.clear()
-            template = self._templates[key] = SendFrame(
+            template = self._templates[key] = send_frame(
                 self.group, p.topic, self.create_topic_key, self.default_topic_queue_nums, mq.queueId,
-                mq.brokerName, p.batch)
+                mq.brokerName, p.batch, self.config.credentials)
         opaque = next_opaque()
         data = template.frame(opaque, p.sys_flag, time.time_ns() // 1_000_000, p.flag, p.wire, p.body)
         fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()

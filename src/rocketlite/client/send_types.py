@@ -11,10 +11,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from rocketlite.acl.sign import Credentials
 from rocketlite.client.errors import MQBrokerError, MQClientError
 from rocketlite.client.message import Message
 from rocketlite.client.route import TopicPublishInfo
-from rocketlite.client.send_codec import ResultReader, SendFrame, SendFramePy
+from rocketlite.client.send_codec import ResultReader
+from rocketlite.client.send_sign import FrameTemplate, send_frame
 from rocketlite.formats.javahash import java_string_hash
 from rocketlite.protocol.bodies import MessageQueue
 from rocketlite.protocol.codes import ResponseCode
@@ -97,7 +99,7 @@ class _Lane:
 
     __slots__ = ("addr", "addrs", "broker", "conn", "frame", "mq")
 
-    def __init__(self, mq: MessageQueue, frame: SendFramePy) -> None:
+    def __init__(self, mq: MessageQueue, frame: FrameTemplate) -> None:
         self.mq = mq
         self.frame = frame
         self.broker = mq.brokerName
@@ -119,15 +121,17 @@ class _Lanes:
     again when a route update replaces it): ``lanes[i]`` is ``info.queues[i]``'s ``_Lane``;
     ``frame`` finds or makes one for a queue picked another way (a retry, fault avoidance)."""
 
-    __slots__ = ("by_queue", "create_topic_key", "default_queue_nums", "group", "info", "lanes")
+    __slots__ = ("by_queue", "create_topic_key", "credentials", "default_queue_nums", "group", "info",
+                 "lanes")
 
     def __init__(self, info: TopicPublishInfo | None, group: str, create_topic_key: str,
-                 default_queue_nums: int) -> None:
+                 default_queue_nums: int, credentials: Credentials | None = None) -> None:
         self.info = info
+        self.credentials = credentials  # signed frames with them (ACL)
         self.group = group
         self.create_topic_key = create_topic_key
         self.default_queue_nums = default_queue_nums
-        self.by_queue: dict[tuple[str, int], SendFramePy] = {}
+        self.by_queue: dict[tuple[str, int], FrameTemplate] = {}
         self.lanes: list[_Lane] = [] if info is None else [_Lane(mq, self.frame(mq)) for mq in info.queues]
 
     def forget(self, conn: Connection) -> None:
@@ -136,15 +140,15 @@ class _Lanes:
             if lane.conn is conn:
                 lane.conn = None
 
-    def frame(self, mq: MessageQueue) -> SendFramePy:
+    def frame(self, mq: MessageQueue) -> FrameTemplate:
         key = (mq.brokerName, mq.queueId)
         frame = self.by_queue.get(key)
         if frame is None:
             if len(self.by_queue) >= 4096:
                 self.by_queue.clear()
-            frame = self.by_queue[key] = SendFrame(self.group, mq.topic, self.create_topic_key,
-                                                   self.default_queue_nums, mq.queueId, mq.brokerName,
-                                                   False)
+            frame = self.by_queue[key] = send_frame(self.group, mq.topic, self.create_topic_key,
+                                                    self.default_queue_nums, mq.queueId, mq.brokerName,
+                                                    False, self.credentials)
         return frame
 
 

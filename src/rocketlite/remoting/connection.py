@@ -41,7 +41,7 @@ from typing import Protocol, cast
 
 from rocketlite.common.errors import FormatError, ProtocolError, RemotingError
 from rocketlite.protocol.codes import ResponseCode
-from rocketlite.protocol.command import FrameDecoder, RemotingCommand, decode_frame
+from rocketlite.protocol.command import FrameDecoder, RemotingCommand
 from rocketlite.remoting.limits import ConnectionLimits, FrameBudget, PeerLog
 from rocketlite.remoting.output import COALESCE_MAX, WRITE_ALONE, CoalescedOutput
 from rocketlite.remoting.pending import FutureWaiter, PendingTable, ReplyWaiter, next_opaque
@@ -438,11 +438,9 @@ class Connection(CoalescedOutput, asyncio.Protocol):
         ``TIMEOUT_SWEEP`` s), or ``RemotingError`` if the connection closes first. No future, no
         task and no timer per request: the deadline joins the FIFO of the requests with the same
         timeout, which one periodic sweep walks. Raises ``RemotingError`` (and sends nothing)
-        when the connection is closed or ``max_pending`` requests already wait."""
-        if self.signer is not None:  # re-encoded with the signature (only with credentials)
-            signed = decode_frame((head + body)[4:])
-            self.signer(signed)
-            head, body = signed.encode_parts()
+        when the connection is closed or ``max_pending`` requests already wait. The request
+        goes as encoded: on a connection with a ``signer`` it must be signed already (the
+        producer's templates sign their frames: ``client.send_sign.SignedSendFrame``)."""
         transport = self.transport
         pending = self._pending
         if transport is None or transport.is_closing() or len(pending.waiters) >= self.max_pending:

@@ -44,16 +44,21 @@ class GatedRun:
 
 class GatedRuns(Mapping[int, RunHandler]):
     """A read-through view of the server's run handlers (registrations made later show), each
-    behind ``gate``."""
+    behind ``gate`` (the wrapper made once per handler, not per look-up: one per read)."""
 
-    __slots__ = ("gate", "runs")
+    __slots__ = ("_gated", "gate", "runs")
 
     def __init__(self, runs: Mapping[int, RunHandler], gate: Gate) -> None:
         self.runs = runs
         self.gate = gate
+        self._gated: dict[int, GatedRun] = {}
 
     def __getitem__(self, code: int) -> RunHandler:
-        return GatedRun(self.runs[code], self.gate)
+        run = self.runs[code]
+        gated = self._gated.get(code)
+        if gated is None or gated.run is not run:
+            gated = self._gated[code] = GatedRun(run, self.gate)
+        return gated
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.runs)

@@ -56,3 +56,17 @@ def test_views_read_through_and_compare_by_run() -> None:
     table[320] = run  # registered later: seen
     assert view[310] == view[320] and hash(view[310]) == hash(view[320])
     assert view[310] != GatedRun(lambda c, cmds: None, gate)
+
+
+def test_a_views_wrapper_is_made_once_per_handler() -> None:
+    def run(conn: Connection, cmds: list[RemotingCommand]) -> None: ...
+
+    def other(conn: Connection, cmds: list[RemotingCommand]) -> None: ...
+
+    table = {310: run}
+    view = GatedRuns(table, gate)
+    first = view[310]
+    assert view[310] is first
+    table[310] = other  # registered again: the new handler, wrapped
+    assert isinstance(view[310], GatedRun) and view[310] is not first
+    assert cast(GatedRun, view[310]).run is other

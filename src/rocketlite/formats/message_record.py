@@ -388,6 +388,34 @@ def check_record(buf: Buffer, pos: int, limit: int, verify_crc: bool = True) -> 
     return parts[0] if parts else 0
 
 
+_QID_QOFFSET = struct.Struct(">i4xq")  # QUEUEID, (FLAG), QUEUEOFFSET at byte 12
+
+
+def unit_mismatch(buf: Buffer, pos: int, size: int, queue_id: int, queue_offset: int,
+                  topic: bytes) -> str | None:
+    """Why the ``size`` bytes at ``pos`` are not the record a ConsumeQueue unit of ``topic``,
+    ``queue_id`` at ``queue_offset`` points to, or None if they are: a whole record (frame and
+    BODYCRC) of exactly ``size`` bytes with that queue, queue offset and topic. What a damaged
+    ConsumeQueue unit or a damaged record in a segment recovery did not re-verify would
+    otherwise be served as a message (the store fuzzer found both)."""
+    try:
+        parts = _parse(buf, pos, pos + size, True)
+    except CorruptRecordError as e:
+        return str(e)
+    if not parts:
+        return f"a BLANK record at position {pos}"
+    if parts[0] != size:
+        return f"a {parts[0]}-byte record at position {pos}, the unit says {size}"
+    qid, qoff = _QID_QOFFSET.unpack_from(buf, pos + 12)
+    if qid != queue_id or qoff != queue_offset:
+        return (f"the record at position {pos} is queue {qid} offset {qoff}, not {queue_id} "
+                f"offset {queue_offset}")
+    topic_at, topic_len = parts[7], parts[8]
+    if topic_len != len(topic) or bytes(buf[topic_at : topic_at + topic_len]) != topic:
+        return f"the record at position {pos} is of another topic"
+    return None
+
+
 TEAR_UNIT = 512
 """The smallest block a disk or the page cache writes: a write cut short by a crash (a short
 ``pwrite`` after SIGKILL, pages or sectors never written before a power loss) leaves whole blocks

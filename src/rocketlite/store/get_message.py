@@ -26,6 +26,7 @@ from enum import Enum
 from rocketlite.common import native
 from rocketlite.formats.consume_queue_unit import CQ_UNIT_SIZE
 from rocketlite.formats.message_record import unit_mismatch
+from rocketlite.formats.record_scan import unit_record_ok
 from rocketlite.store.commitlog import CommitLog
 from rocketlite.store.consume_queue import ConsumeQueue
 
@@ -156,8 +157,9 @@ class _SegmentReader:
             rel = phys - self.base
             if rel + size > self.end:
                 return False
-        why = unit_mismatch(self.view, rel, size, self.queue_id, queue_offset, self.topic)
-        if why is not None:
+        view, qid, topic = self.view, self.queue_id, self.topic
+        if not unit_record_ok(view, rel, size, qid, queue_offset, topic) and (
+                why := unit_mismatch(view, rel, size, qid, queue_offset, topic)) is not None:
             log.error("not serving %s queue %d offset %d (CommitLog offset %d, %d bytes): %s",
                       self.topic.decode(errors="replace"), self.queue_id, queue_offset, phys,
                       size, why)

@@ -98,7 +98,9 @@ class Dispatcher:
         # Below this CommitLog offset every record is complete (recovery's valid end): a record
         # there that does not parse is damaged, never still being written, so dispatch skips the
         # rest of its segment instead of waiting for it (it would wait forever, and no message
-        # after it would ever reach its queue).
+        # after it would ever reach its queue). A slave that truncates below it and refills
+        # from its master dispatches only up to its last whole record, so it meets no record
+        # still arriving there either.
         self.settled_end = 0
         self._corrupt = False  # the last segment dispatch stopped at a record that does not parse
         self.listeners: list[Listener] = []

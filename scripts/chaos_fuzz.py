@@ -1,7 +1,7 @@
 """The chaos suite's fuzzers at full length (issue 22; the CI tier runs them short:
 ``pytest -m chaos tests/chaos/test_fuzz_*.py``).
 
-    .venv/bin/python scripts/chaos_fuzz.py frames --frames 1000000 --seed 1
+    .venv/bin/python scripts/chaos_fuzz.py frames --frames 1000000 --seed 1 [--writable]
     .venv/bin/python scripts/chaos_fuzz.py store --rounds 10000 --seed 1
 
 ``frames``: generated and mutated Remoting frames at a NameServer and a read-only broker, each a
@@ -41,6 +41,9 @@ def main() -> int:
     f = sub.add_parser("frames", help="frames at a NameServer and a broker")
     f.add_argument("--frames", type=int, default=1_000_000)
     f.add_argument("--seed", type=int, default=1)
+    f.add_argument("--writable", action="store_true",
+                   help="the broker takes sends: every stored record must come from a send frame, "
+                        "every acknowledged send must be stored")
     s = sub.add_parser("store", help="mutated store files at recovery")
     s.add_argument("--rounds", type=int, default=10_000)
     s.add_argument("--seed", type=int, default=1)
@@ -51,7 +54,8 @@ def main() -> int:
         tmp = Path(tempfile.mkdtemp(prefix="chaos-frames-"))
         try:
             report = framefuzz.run(tmp, args.frames, args.seed,
-                                   progress=lambda r: print(r.line(), flush=True))
+                                   progress=lambda r: print(r.line(), flush=True),
+                                   writable=args.writable)
         except AssertionError as e:
             print(f"FINDING (seed {args.seed}; logs in {tmp}): {e}", flush=True)
             return 1

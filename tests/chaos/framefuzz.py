@@ -43,9 +43,10 @@ from brokerhelp import (
     free_port,
     send_request,
 )
-from framegen import FrameSource, Tail, describe, expectation
+from framegen import SENDS, FrameSource, Tail, describe, expectation
+from rocketlite.common.errors import ProtocolError
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import FrameDecoder, RemotingCommand
+from rocketlite.protocol.command import FrameDecoder, RemotingCommand, decode_frame
 from rocketlite.protocol.headers import GetMaxOffsetRequestHeader, GetRouteInfoRequestHeader
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.store.config import StoreConfig
@@ -72,6 +73,12 @@ class Report:
     replies: int = 0
     error_replies: int = 0
     per_target: Counter[str] = field(default_factory=Counter)
+    # writable run: every send frame sent (each stored body must come from one), and the bodies
+    # of the single sends acknowledged (each must be stored)
+    sent_sends: list[bytes] = field(default_factory=list)
+    acked_bodies: list[bytes] = field(default_factory=list)
+    sends_ok: int = 0
+    stored: int = 0  # records the writable run appended
     rss: dict[str, list[int]] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -80,7 +87,10 @@ class Report:
         return (f"{self.frames} frames in {self.batches} batches ({dict(self.per_target)}), "
                 f"{self.replies} replies ({self.error_replies} errors), "
                 f"{self.closes_expected} closes for frames without an opaque, "
-                f"tails {dict(self.tails)}, RSS {rss}, {self.seconds:.1f} s")
+                f"tails {dict(self.tails)}, RSS {rss}, "
+                + (f"{self.sends_ok} sends acknowledged, {self.stored} records stored, "
+                   if self.sends_ok else "")
+                + f"{self.seconds:.1f} s")
 
 
 def _rss(pid: int) -> int:
@@ -99,6 +109,7 @@ class Target:
         probe.opaque = PROBE_OPAQUE
         self.probe = probe.encode()
         self.check = check
+        self.writable = False  # a broker that takes sends (their frames are kept)
         self.sock: socket.socket | None = None
         self.decoder = FrameDecoder()
 
@@ -120,8 +131,8 @@ class Target:
                                    f"log:\n{self.proc.log()}")
 
 
-def _read_until(t: Target, want: Counter[int], polls: set[int], *, close: bool,
-                report: Report, context: Callable[[], str]) -> None:
+def _read_until(t: Target, want: Counter[int], polls: set[int], sends: dict[int, bytes], *,
+                close: bool, report: Report, context: Callable[[], str]) -> None:
     """Read replies until the probe's (and every wanted opaque's) came, or, with ``close``, the
     server closed; a finding otherwise."""
     sock = t.sock
@@ -132,8 +143,9 @@ def _read_until(t: Target, want: Counter[int], polls: set[int], *, close: bool,
         if not close and probe_seen and not +want:
             return
         if time.monotonic() > deadline:
+            missing = sorted((+want).elements())[:10]
             what = "to close the connection" if close else (
-                "the probe" if not probe_seen else f"replies to opaques {sorted((+want).elements())[:10]}")
+                "the probe" if not probe_seen else f"replies to opaques {missing}")
             raise FrameFuzzFinding(f"the {t.name} did not answer {what} within "
                                    f"{PROBE_TIMEOUT_S} s\n{context()}")
         try:
@@ -157,8 +169,7 @@ def _read_until(t: Target, want: Counter[int], polls: set[int], *, close: bool,
                     raise FrameFuzzFinding(f"the {t.name}'s probe: {why}\n{context()}")
                 probe_seen = True
                 continue
-            report.replies += 1
-            report.error_replies += item.code != ResponseCode.SUCCESS
+            _count_reply(item, sends, report)
             if want[item.opaque] > 0:
                 want[item.opaque] -= 1
             elif item.opaque not in polls:
@@ -166,11 +177,24 @@ def _read_until(t: Target, want: Counter[int], polls: set[int], *, close: bool,
                                        f"frame of the batch asked for\n{context()}")
 
 
+def _count_reply(reply: RemotingCommand, sends: dict[int, bytes], report: Report) -> None:
+    """Count a reply; an acknowledged single send's body is one the store must hold."""
+    report.replies += 1
+    report.error_replies += reply.code != ResponseCode.SUCCESS
+    if reply.code == ResponseCode.SUCCESS and reply.opaque in sends:
+        report.sends_ok += 1
+        cmd = decode_frame(sends[reply.opaque][4:])
+        if cmd.code != RequestCode.SEND_BATCH_MESSAGE and \
+                cmd.ext_fields.get("m", cmd.ext_fields.get("batch")) != "true":
+            report.acked_bodies.append(cmd.body)
+
+
 def run_batch(t: Target, src: FrameSource, report: Report, with_tail: bool) -> None:
     """One batch at ``t`` (see the module docstring)."""
     frames: list[bytes] = []
     want: Counter[int] = Counter()
     polls: set[int] = set()
+    sends: dict[int, bytes] = {}  # opaque -> frame, of the requests that may store messages
     closing = False
     ender: bytes | None = None  # the batch's one frame without a readable opaque, sent last
     while len(frames) < BATCH:
@@ -180,6 +204,10 @@ def run_batch(t: Target, src: FrameSource, report: Report, with_tail: bool) -> N
             ender = ender or data
             continue
         frames.append(data)
+        if t.writable and _is_send(data):
+            report.sent_sends.append(data)
+            if kind == "reply":
+                sends[opaque] = data
         if kind == "reply":
             want[opaque] += 1
         elif kind == "poll":
@@ -209,17 +237,26 @@ def run_batch(t: Target, src: FrameSource, report: Report, with_tail: bool) -> N
         report.closes_expected += 1
     if tail is not None:
         report.tails[tail.kind] += 1
-    _read_until(t, want, polls, close=closing or tail is not None, report=report, context=context)
+    _read_until(t, want, polls, sends, close=closing or tail is not None, report=report,
+                context=context)
+
+
+def _is_send(data: bytes) -> bool:
+    try:
+        return decode_frame(data[4:]).code in SENDS
+    except ProtocolError:
+        return False
 
 
 # -- the servers and the store check ----------------------------------------------------------------
 
-def _max_offset_check(expected: int) -> Callable[[RemotingCommand], str | None]:
+def _max_offset_check(expected: int, writable: bool) -> Callable[[RemotingCommand], str | None]:
     def check(r: RemotingCommand) -> str | None:
         if r.code != ResponseCode.SUCCESS:
             return f"code {r.code} {r.remark}"
         got = int(r.ext_fields.get("offset", "-1"))
-        return None if got == expected else f"max offset {got}, {expected} stored"
+        ok = got >= expected if writable else got == expected
+        return None if ok else f"max offset {got}, {expected} stored"
     return check
 
 
@@ -240,26 +277,40 @@ async def _store_messages(addr: str) -> None:
         await client.close()
 
 
-def _store_state(store_root: Path) -> tuple[int, set[str], list[bytes]]:
-    """CommitLog max offset, topics, and the stored queue's bodies, read from the files."""
+def _store_state(store_root: Path, appended_from: int | None = None
+                 ) -> tuple[int, set[str], list[bytes], list[bytes]]:
+    """CommitLog max offset, topics, the first stored bodies of queue 0, read from the files;
+    and the bodies of every record from CommitLog offset ``appended_from`` on."""
     cfg = StoreConfig.from_properties({"storePathRootDir": str(store_root),
                                        "mappedFileSizeCommitLog": "1048576"})
+    appended: list[bytes] = []
     with MessageStore(cfg) as store:
-        r = store.get_message(TOPIC, 0, 0, STORED + 10)
+        r = store.get_message(TOPIC, 0, 0, STORED)
         bodies = [m.body for m in decode_records(r.body)]
-        max_offset = store.commitlog.max_offset
+        cl = store.commitlog
+        max_offset = cl.max_offset
+        offset = max_offset if appended_from is None else appended_from
+        while offset < max_offset:
+            m = cl.read_record(offset)  # raises on a damaged record
+            if m is None:  # the BLANK closing a segment
+                offset = cl.rollback_next_file_offset(offset)
+                continue
+            appended.append(m.body)
+            offset += m.total_size
     topics_file = store_root / "config" / "topics.json"
     topics = set(json.loads(topics_file.read_text()).get("topicConfigTable", {})) \
         if topics_file.exists() else set()
-    return max_offset, topics, bodies
+    return max_offset, topics, bodies, appended
 
 
 def run(tmp: Path, frames: int, seed: int, chunk: int = 40,
-        progress: Callable[[Report], None] | None = None) -> Report:
-    """Fuzz ``frames`` frames (half at each server); raise ``FrameFuzzFinding`` on a finding."""
+        progress: Callable[[Report], None] | None = None, *, writable: bool = False) -> Report:
+    """Fuzz ``frames`` frames (half at each server); raise ``FrameFuzzFinding`` on a finding.
+    ``writable``: the broker takes sends (most aimed at the stored topic), and every record it
+    stores must carry the body of a send it acknowledged (or a oneway send)."""
     t0 = time.monotonic()
     rng = random.Random(seed)
-    src = FrameSource(rng)
+    src = FrameSource(rng, send_topic=TOPIC if writable else None)
     report = Report()
     ns_port = free_port()
     ns = ServerProcess(["namesrv", "--port", str(ns_port)], tmp / "namesrv.log")
@@ -278,7 +329,7 @@ def run(tmp: Path, frames: int, seed: int, chunk: int = 40,
         before = _store_state(store_root)
         assert before[2] == [f"stored {i}".encode() for i in range(STORED)], before[2]
         with conf.open("a") as f:
-            f.write("brokerPermission=4\nautoCreateTopicEnable=false\n")
+            f.write("autoCreateTopicEnable=false\n" + ("" if writable else "brokerPermission=4\n"))
         broker = ServerProcess(["broker", "-c", str(conf)], conf.parent / "broker-fuzz.log")
         procs.append(broker)
         broker.wait_ready()
@@ -287,8 +338,9 @@ def run(tmp: Path, frames: int, seed: int, chunk: int = 40,
                                           GetMaxOffsetRequestHeader(topic=TOPIC, queueId=0).to_ext())
         probe_n = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
                                           GetRouteInfoRequestHeader(topic=TOPIC).to_ext())
-        targets = [Target("broker", broker, port, probe_b, _max_offset_check(STORED)),
+        targets = [Target("broker", broker, port, probe_b, _max_offset_check(STORED, writable)),
                    Target("NameServer", ns, ns_port, probe_n, _route_check)]
+        targets[0].writable = writable
         for t in targets:
             report.rss[t.name] = [_rss(t.proc.proc.pid)]
         i = 0
@@ -312,10 +364,21 @@ def run(tmp: Path, frames: int, seed: int, chunk: int = 40,
             t.drop()
         if broker.stop() != 0:
             raise FrameFuzzFinding(f"the broker did not stop cleanly:\n{broker.log()}")
-        after = _store_state(store_root)
-        if after[0] != before[0] or after[2] != before[2]:
+        after = _store_state(store_root, before[0])
+        if after[2] != before[2] or (after[0] != before[0] and not writable):
             raise FrameFuzzFinding(f"the store changed: CommitLog max offset {before[0]} -> "
                                    f"{after[0]}, stored bodies {len(before[2])} -> {len(after[2])}")
+        report.stored = len(after[3])
+        blob = b"\0".join(report.sent_sends)
+        unasked = [body for body in after[3] if body not in blob]
+        if unasked:
+            raise FrameFuzzFinding(f"{len(unasked)} of {len(after[3])} records stored during "
+                                   f"the run carry a body no send frame had: {unasked[0][:100]!r}")
+        stored = Counter(after[3])
+        lost = [b for b in report.acked_bodies if stored[b] == 0]
+        if lost:
+            raise FrameFuzzFinding(f"{len(lost)} acknowledged sends are not in the store: "
+                                   f"{lost[0][:100]!r}")
         added = {t for t in after[1] - before[1] if not t.startswith("%RETRY%")}
         if added or before[1] - after[1]:
             raise FrameFuzzFinding(f"topics changed: added {sorted(added)}, removed "

@@ -50,6 +50,10 @@ LONG_POLL: frozenset[int] = frozenset({int(RequestCode.PULL_MESSAGE),
                                        int(RequestCode.LITE_PULL_MESSAGE)})
 """Requests a broker may hold (long polling): their replies may come after the batch's probe."""
 KNOWN: frozenset[int] = frozenset(int(c) for c in RequestCode)
+SENDS: frozenset[int] = frozenset(int(c) for c in (
+    RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
+    RequestCode.SEND_REPLY_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2))
+"""Requests that store messages (the writable run counts what they were acknowledged for)."""
 
 
 def unknown_code(rng: random.Random) -> int:
@@ -79,6 +83,7 @@ def hypothesis_pool(size: int) -> tuple[list[RemotingCommand], list[bytes]]:
     cmds: list[RemotingCommand] = []
     headers: list[bytes] = []
     cfg = settings(max_examples=size, phases=[Phase.generate], database=None, deadline=None,
+                   derandomize=True,  # the same pool every run: a finding replays from its seed
                    suppress_health_check=list(HealthCheck))
 
     @cfg
@@ -121,11 +126,14 @@ def _random_ext(rng: random.Random) -> dict[str, str]:
 class FrameSource:
     """Draws frames (``next_frame``) and batch tails (``tail``) from a seeded RNG."""
 
-    def __init__(self, rng: random.Random, pool_size: int = 300) -> None:
+    def __init__(self, rng: random.Random, pool_size: int = 300,
+                 send_topic: str | None = None) -> None:
         self.rng = rng
+        self.send_topic = send_topic  # sends mostly aimed at it (a topic that takes writes)
         self.cmds, self.headers = hypothesis_pool(pool_size)
         self.corpus = load_corpus()
         self.corpus_cmds = [decode_frame(f[4:]) for f in self.corpus]
+        self.corpus_sends = [c for c in self.corpus_cmds if c.code in SENDS]
         self.opaque = 1
 
     def _next_opaque(self) -> int:
@@ -136,6 +144,8 @@ class FrameSource:
         rng = self.rng
         pooled = rng.random() >= 0.6
         base = rng.choice(self.cmds) if pooled else rng.choice(self.corpus_cmds)
+        if self.send_topic is not None and rng.random() < 0.3:
+            pooled, base = False, rng.choice(self.corpus_sends)
         cmd = RemotingCommand(
             code=_safe_code(rng, base.code), language=base.language, version=base.version,
             opaque=self._next_opaque(), flag=base.flag if pooled else 0,
@@ -152,6 +162,10 @@ class FrameSource:
             cmd.flag = rng.choice((1, 2, 3, rng.randrange(-(2**31), 2**31)))
         elif r < 0.55:
             cmd.body = rng.randbytes(rng.randrange(0, 2000))
+        if self.send_topic is not None and cmd.code in SENDS and rng.random() < 0.8:
+            v2 = "b" in cmd.ext_fields or cmd.code != RequestCode.SEND_MESSAGE
+            cmd.ext_fields["b" if v2 else "topic"] = self.send_topic
+            cmd.ext_fields["e" if v2 else "queueId"] = rng.choice(("0", "-1", "1", "x"))
         if rng.random() < 0.3:
             cmd.serialize_type = int(SerializeType.ROCKETMQ)
         if cmd.serialize_type == SerializeType.ROCKETMQ and not -(2**15) <= cmd.code < 2**15:

@@ -1,5 +1,6 @@
 """Frame fuzzing, the CI length (``framefuzz``: 20,000 generated and mutated frames at a
-NameServer and a read-only broker; ``scripts/chaos_fuzz.py frames`` runs a million)."""
+NameServer and a read-only broker, 10,000 more at a broker that takes sends;
+``scripts/chaos_fuzz.py frames [--writable]`` runs a million)."""
 
 from __future__ import annotations
 
@@ -20,3 +21,10 @@ def test_twenty_thousand_fuzzed_frames_crash_hang_or_change_nothing(tmp_path: Pa
     assert report.replies > 0 and report.error_replies > 0 and report.closes_expected > 0
     assert set(report.tails) == {"too_large", "negative", "cut", "longer", "bad_json_open"}
     assert all(len(samples) > 1 for samples in report.rss.values())
+
+
+def test_fuzzed_sends_store_only_what_was_sent_and_all_that_was_acknowledged(tmp_path: Path) -> None:
+    report = framefuzz.run(tmp_path, 10_000, seed=23, writable=True)
+    print(report.line())
+    assert report.frames >= 10_000
+    assert report.sends_ok > 0 and report.stored >= len(report.acked_bodies) > 0

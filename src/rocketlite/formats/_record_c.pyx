@@ -315,8 +315,8 @@ def tags_codes(props):
     return out
 
 
-def unit_record_ok(buf, Py_ssize_t pos, Py_ssize_t size, int64_t queue_id, int64_t queue_offset,
-                   bytes topic):
+def unit_record_ok(buf, Py_ssize_t pos, Py_ssize_t size, int64_t phys, int64_t queue_id,
+                   int64_t queue_offset, bytes topic):
     cdef const unsigned char[::1] src = buf
     cdef Py_ssize_t n = src.shape[0], tlen = len(topic), body_len, topic_at, props_at
     cdef const unsigned char* b
@@ -332,7 +332,7 @@ def unit_record_ok(buf, Py_ssize_t pos, Py_ssize_t size, int64_t queue_id, int64
         return False
     if props_at + ((<Py_ssize_t>b[props_at - 2] << 8) | b[props_at - 1]) != size:
         return False
-    if be_i32(b + 12) != queue_id or be_i64(b + 20) != queue_offset:
+    if be_i32(b + 12) != queue_id or be_i64(b + 20) != queue_offset or be_i64(b + 28) != phys:
         return False
     if tlen and memcmp(b + topic_at, PyBytes_AS_STRING(topic), tlen) != 0:
         return False

@@ -158,8 +158,8 @@ class _SegmentReader:
             if rel + size > self.end:
                 return False
         view, qid, topic = self.view, self.queue_id, self.topic
-        if not unit_record_ok(view, rel, size, qid, queue_offset, topic) and (
-                why := unit_mismatch(view, rel, size, qid, queue_offset, topic)) is not None:
+        if not unit_record_ok(view, rel, size, phys, qid, queue_offset, topic) and (
+                why := unit_mismatch(view, rel, size, phys, qid, queue_offset, topic)) is not None:
             log.error("not serving %s queue %d offset %d (CommitLog offset %d, %d bytes): %s",
                       self.topic.decode(errors="replace"), self.queue_id, queue_offset, phys,
                       size, why)

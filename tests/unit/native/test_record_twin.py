@@ -173,8 +173,9 @@ def test_tags_codes_hash_as_java() -> None:
        st.data())
 def test_unit_record_ok(parts: list[bytes], d: st.DataObject) -> None:
     """A pull's check of a record against its ConsumeQueue unit: the twin says yes exactly when
-    the pure one does, whatever unit (right, another record's, a wrong size, queue, offset or
-    topic) and whatever damage; and what either accepts, ``unit_mismatch`` accepts too."""
+    the pure one does, whatever unit (right, another record's, a wrong size, CommitLog offset,
+    queue, queue offset or topic) and whatever damage; what either accepts, ``unit_mismatch``
+    accepts too, and it refuses a wrong offset, queue or queue offset."""
     data = bytearray(b"".join(parts))
     starts = [0]
     for p in parts[:-1]:
@@ -183,12 +184,15 @@ def test_unit_record_ok(parts: list[bytes], d: st.DataObject) -> None:
     m = rec.decode_record(bytes(parts[i]))
     assert m is not None
     pos, size = starts[i], len(parts[i])
-    qid, qoff, topic = m.queue_id, m.queue_offset, m.topic.encode()
-    what = d.draw(st.sampled_from(["right", "pos", "size", "qid", "qoff", "topic", "damage"]))
+    phys, qid, qoff, topic = m.commit_log_offset, m.queue_id, m.queue_offset, m.topic.encode()
+    what = d.draw(st.sampled_from(["right", "pos", "size", "phys", "qid", "qoff", "topic",
+                                   "damage"]))
     if what == "pos":
         pos = d.draw(st.integers(-2, len(data)))
     elif what == "size":
         size = d.draw(st.integers(0, len(data) + 2))
+    elif what == "phys":
+        phys += d.draw(st.sampled_from([-1, 1, 1 << 40]))
     elif what == "qid":
         qid += d.draw(st.sampled_from([-1, 1, 2**31]))
     elif what == "qoff":
@@ -199,10 +203,12 @@ def test_unit_record_ok(parts: list[bytes], d: st.DataObject) -> None:
         at = d.draw(st.integers(starts[i], starts[i] + size - 1))
         data[at] ^= 1 << d.draw(st.integers(0, 7))
     buf = bytes(data)
-    want = rec.unit_record_ok(buf, pos, size, qid, qoff, topic)
-    assert C.unit_record_ok(buf, pos, size, qid, qoff, topic) == want
-    assert C.unit_record_ok(memoryview(buf), pos, size, qid, qoff, topic) == want
+    want = rec.unit_record_ok(buf, pos, size, phys, qid, qoff, topic)
+    assert C.unit_record_ok(buf, pos, size, phys, qid, qoff, topic) == want
+    assert C.unit_record_ok(memoryview(buf), pos, size, phys, qid, qoff, topic) == want
     if want:
-        assert rec.unit_mismatch(buf, pos, size, qid, qoff, topic) is None
+        assert rec.unit_mismatch(buf, pos, size, phys, qid, qoff, topic) is None
     if what == "right":
-        assert rec.unit_mismatch(buf, pos, size, qid, qoff, topic) is None
+        assert rec.unit_mismatch(buf, pos, size, phys, qid, qoff, topic) is None
+    elif what in ("phys", "qid", "qoff"):
+        assert rec.unit_mismatch(buf, pos, size, phys, qid, qoff, topic) is not None

@@ -8,6 +8,7 @@ CPU as it can. Prints msgs/s and send latency percentiles.
     python bench/broker_bench.py --broker 127.0.0.1:10911 --scenario send --inflight 64
     python bench/broker_bench.py --scenario sync       # a SYNC_FLUSH broker
     python bench/broker_bench.py --metrics-port 0      # the broker without metrics (default on)
+    python bench/broker_bench.py --scenario send --tls # over TLS (tlsServerMode=enforcing)
 
 Scenarios:
   send     single-message SEND_MESSAGE_V2, ``--inflight`` requests outstanding
@@ -18,6 +19,11 @@ Scenarios:
 
 Without ``--broker`` each scenario starts its own ``rocketlite start`` in a temporary folder (ASYNC
 or SYNC flush as the scenario needs) and stops it afterwards.
+
+``--tls`` wraps every connection of the client in TLS: the broker it starts gets
+``tlsServerMode=enforcing`` (or ``--server-tls``'s mode) with a certificate made for 127.0.0.1 by
+``trustme`` (the dev extra); with ``--broker``, ``--ca`` names the CA to trust (the system's
+without it). ``--server-tls permissive`` without ``--tls``: plain clients on a permissive port.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import resource
 import shutil
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -200,10 +207,39 @@ class LoadConnection(asyncio.Protocol):
             self.transport.close()
 
 
+CLIENT_TLS: list[ssl.SSLContext] = []  # set by --tls: every connection is TLS with this context
+
+
 async def connect(addr: str) -> LoadConnection:
     host, port = addr.rsplit(":", 1)
-    _, conn = await asyncio.get_running_loop().create_connection(LoadConnection, host, int(port))
+    tls = CLIENT_TLS[0] if CLIENT_TLS else None
+    _, conn = await asyncio.get_running_loop().create_connection(
+        LoadConnection, host, int(port), ssl=tls, server_hostname=host if tls else None)
     return conn
+
+
+def tls_setup(stack: contextlib.ExitStack, client: bool, ca: str | None, server_mode: str | None
+              ) -> dict[str, str]:
+    """With ``client``, the client's TLS context (in ``CLIENT_TLS``); with ``server_mode`` (a
+    broker this script starts), the broker.conf keys of that mode with a certificate for
+    127.0.0.1 made here (removed at the end)."""
+    if server_mode is None:
+        if client:
+            CLIENT_TLS.append(ssl.create_default_context(cafile=ca))
+        return {}
+    import trustme
+
+    folder = Path(tempfile.mkdtemp(prefix="rocketlite-bench-tls-"))
+    stack.callback(shutil.rmtree, folder, ignore_errors=True)
+    authority = trustme.CA()
+    pem = folder / "server.pem"
+    authority.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(pem))
+    if client:
+        ctx = ssl.create_default_context()
+        authority.configure_trust(ctx)
+        CLIENT_TLS.append(ctx)
+    return {"tlsServerMode": server_mode, "tls.server.certPath": str(pem),
+            "tls.server.keyPath": str(pem)}
 
 
 def percentiles(lat_ns: list[int]) -> dict[str, float]:
@@ -544,17 +580,36 @@ def main() -> None:
     ap.add_argument("--pull-batch", type=int, default=32, help="maxMsgNums per pull")
     ap.add_argument("--metrics-port", type=int, default=None,
                     help="the started broker's metricsPort (0: metrics off) [default: 5557]")
+    ap.add_argument("--tls", action="store_true",
+                    help="connect with TLS (a started broker: tlsServerMode=enforcing)")
+    ap.add_argument("--ca", help="with --tls and --broker: the CA certificate (PEM) to trust")
+    ap.add_argument("--server-tls", choices=["permissive", "enforcing"],
+                    help="the started broker's tlsServerMode (default: enforcing with --tls)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     names = args.scenario or ["send", "batch", "consume", "latency", "sync"]
-    conf = None if args.metrics_port is None else {"metricsPort": str(args.metrics_port)}
+    conf = {} if args.metrics_port is None else {"metricsPort": str(args.metrics_port)}
+    outer = contextlib.ExitStack()
+    server_mode = args.server_tls or ("enforcing" if args.tls else None)
+    if args.tls or server_mode:
+        conf.update(tls_setup(outer, args.tls, args.ca, None if args.broker else server_mode))
     try:
         import uvloop
     except ImportError:
         uvloop = None
     results: dict[str, object] = {}
     print(f"{args.size} B bodies, {args.topics} topic(s), {args.inflight} in flight "
-          f"({args.conns} connection(s)); client and broker on this machine")
+          f"({args.conns} connection(s)){', TLS' if args.tls else ''}"
+          f"{f', broker tlsServerMode={server_mode}' if server_mode else ''}; client and broker on "
+          "this machine")
+    with outer:
+        run_scenarios(args, names, conf or None, uvloop, results)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+def run_scenarios(args: argparse.Namespace, names: list[str], conf: dict[str, str] | None,
+                  uvloop: object, results: dict[str, object]) -> None:
     for name in names:
         label = {
             "send": f"send, single messages, {args.inflight} in flight",
@@ -568,11 +623,9 @@ def main() -> None:
             addr, pid, _ = ((args.broker, None, "") if args.broker
                             else stack.enter_context(broker_process(flush, conf=conf)))
             coro = scenario(args, name, addr, pid)
-            r = uvloop.run(coro) if uvloop else asyncio.run(coro)
+            r = uvloop.run(coro) if uvloop else asyncio.run(coro)  # type: ignore[attr-defined]
         results[name] = r
         print(fmt(label, r), flush=True)
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

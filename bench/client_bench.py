@@ -5,6 +5,7 @@ shows (compare with ``broker_bench.py``, whose lean hand-rolled client spends as
     python bench/client_bench.py                      # start a broker, run every scenario
     python bench/client_bench.py --scenario async --seconds 10
     python bench/client_bench.py --scenario async --trace   # with enable_trace (message trace)
+    python bench/client_bench.py --scenario async --acl     # aclEnable, every request signed
 
 Scenarios:
   sync     ``await producer.send()`` in a loop: one in flight, bounded by the round trip
@@ -29,7 +30,9 @@ import contextlib
 import os
 import re
 import struct
+import tempfile
 import time
+from pathlib import Path
 
 from broker_bench import CpuMeter, broker_process, fmt, percentiles
 from rocketlite.client.instance import ClientConfig, ClientInstance
@@ -105,7 +108,8 @@ async def run_consume(ns: str, p: Producer, body: bytes, preload: int, pid: int 
             finished.set()
         return ConsumeStatus.CONSUME_SUCCESS
 
-    c = PushConsumer("BenchGroup", config=ClientConfig(namesrv_addr=ns), pull_batch_size=32,
+    c = PushConsumer("BenchGroup", config=ClientConfig(namesrv_addr=ns, credentials=p.config.credentials),
+                     pull_batch_size=32,
                      consume_message_batch_max_size=32, enable_trace=trace,
                      consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
     c.subscribe("BenchConsumeC")
@@ -128,7 +132,8 @@ def _trace_counts(d: TraceDispatcher | None) -> dict[str, object]:
 
 async def scenario(args: argparse.Namespace, name: str, ns: str, pid: int | None) -> dict[str, object]:
     body = os.urandom(args.size)
-    async with Producer("BenchProducer", namesrv_addr=ns, enable_trace=args.trace) as p:
+    creds = ACL_CREDENTIALS if args.acl else None
+    async with Producer("BenchProducer", namesrv_addr=ns, enable_trace=args.trace, credentials=creds) as p:
         await p.send(Message("BenchClient", body))  # routes, connection, topic creation
         await p.send(Message("BenchBatch", body))
         if name == "consume":
@@ -145,6 +150,23 @@ async def scenario(args: argparse.Namespace, name: str, ns: str, pid: int | None
             await p.trace.flush()
         r.update(_trace_counts(p.trace))
         return r
+
+
+ACL_CREDENTIALS = ("bench-key", "bench-secret")
+ACL_FILE = f"""accounts:
+  - accessKey: {ACL_CREDENTIALS[0]}
+    secretKey: {ACL_CREDENTIALS[1]}
+    defaultTopicPerm: PUB|SUB
+    defaultGroupPerm: SUB
+"""
+
+
+def acl_conf(stack: contextlib.ExitStack) -> dict[str, str]:
+    """broker.conf keys of a broker with ``aclEnable`` over a plain_acl.yml with the bench's
+    account (in a temporary folder, removed at the end)."""
+    folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rocketlite-acl-")))
+    (folder / "plain_acl.yml").write_text(ACL_FILE)
+    return {"aclEnable": "true", "aclFile": str(folder / "plain_acl.yml")}
 
 
 _PREFIX = struct.Struct(">iI")
@@ -260,6 +282,8 @@ def main() -> None:
     ap.add_argument("--preload", type=int, default=200_000)
     ap.add_argument("--messages", type=int, default=200_000, help="micro: messages sent")
     ap.add_argument("--trace", action="store_true", help="producer and consumer with enable_trace")
+    ap.add_argument("--acl", action="store_true",
+                    help="a broker with aclEnable; producer and consumer sign with credentials")
     args = ap.parse_args()
     try:
         import uvloop
@@ -271,14 +295,16 @@ def main() -> None:
         print(f"micro: send_async(), window {args.window}, no broker: {r['messages']:,} messages, "
               f"client {r['client_us_per_msg']:.2f} us/msg (process_time)", flush=True)
         return
-    print(f"rocketlite client as the load generator; {args.size} B bodies; client and broker on this machine")
+    print(f"rocketlite client as the load generator; {args.size} B bodies; client and broker on this "
+          f"machine{'; ACL on, requests signed' if args.acl else ''}")
     for name in args.scenario or ["sync", "async", "batch", "consume"]:
         label = {"sync": "send(), 1 in flight", "async": f"send_async(), window {args.window}",
                  "batch": f"send_batch() of {args.batch}, {max(1, args.window // 16)} in flight",
                  "consume": f"PushConsumer, {args.preload:,} preloaded"}[name]
         with contextlib.ExitStack() as stack:
             ns, pid = ((args.namesrv, None) if args.namesrv
-                       else stack.enter_context(broker_process("ASYNC_FLUSH"))[2:0:-1])
+                       else stack.enter_context(broker_process(
+                           "ASYNC_FLUSH", conf=acl_conf(stack) if args.acl else None))[2:0:-1])
             coro = scenario(args, name, ns, pid)
             r = uvloop.run(coro) if uvloop else asyncio.run(coro)
         traced = (f"  trace: {r['trace_msgs']:,} trace messages ({r['trace_failed']} failed), "

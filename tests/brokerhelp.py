@@ -12,8 +12,11 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from rocketlite.formats.message_record import MessageRecord, decode_record
 from rocketlite.formats.properties import encode_properties
@@ -117,6 +120,16 @@ def free_base(count: int) -> int:
             for s in socks:
                 s.close()
     raise AssertionError(f"no {count} consecutive free ports")
+
+
+def scrape_metrics(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """A broker's ``/metrics`` on ``port`` (loopback), parsed: (name, labels) -> value."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        assert r.status == 200
+        assert r.headers["Content-Type"].startswith("text/plain")
+        text = r.read().decode()
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for f in text_string_to_metric_families(text) for s in f.samples}
 
 
 def wait_port(port: int, timeout: float = 30.0) -> None:
@@ -235,3 +248,16 @@ def wait_until(check: Callable[[], object], timeout: float = 30.0, every: float 
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not met in {timeout} s")
         time.sleep(every)
+
+
+def store_verify(store: Path, hash_slot_num: int | None = None, delay_levels: str | None = None
+                 ) -> str:
+    """``rocketlite store verify`` of a stopped broker's store, as a subprocess (the CLI users
+    run; ``hash_slot_num``: maxHashSlotNum, ``delay_levels``: messageDelayLevel, if not the
+    defaults): "" when it finds the store consistent, else its output's tail."""
+    extra = [] if hash_slot_num is None else ["--hash-slot-num", str(hash_slot_num)]
+    extra += [] if delay_levels is None else ["--delay-levels", delay_levels]
+    done = subprocess.run([sys.executable, "-m", "rocketlite", "store", "verify", str(store), *extra],
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    return "" if done.returncode == 0 else (done.stdout + done.stderr)[-2000:]

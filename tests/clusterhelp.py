@@ -1,5 +1,6 @@
 """Shared pieces of the ``rocketlite cluster`` tests: the command run as its own process (the
-nodes ``up`` starts outlive it) and ``status --json`` read in-process."""
+nodes ``up`` starts outlive it), a base port with room for a whole cluster, and ``status --json``
+read in-process."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 from typer.testing import CliRunner
 
+from brokerhelp import free_base
+from rocketlite.cli.cluster_plan import plan
 from rocketlite.cli.main import app
 
 runner = CliRunner()
@@ -21,6 +25,14 @@ def cli(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), COLUMNS="200")
     return subprocess.run([sys.executable, "-m", "rocketlite", *args], capture_output=True,
                           text=True, timeout=timeout, env=env, check=False)
+
+
+def cluster_base(**kwargs: Any) -> int:
+    """A ``--base-port`` whose every port ``cluster up`` plans with these ``plan`` arguments
+    (``brokers``, ``replicas``, ``controller``, ...) is free now: the span is the plan's, so a
+    test does not count ports by hand."""
+    ports = plan(Path("/nonexistent"), base_port=20000, **kwargs).all_ports()
+    return free_base(max(ports) - 20000 + 1)
 
 
 def status_json(dir: str) -> dict[str, Any]:  # noqa: A002

@@ -5,7 +5,10 @@ one read-only), for the dashboard's API and browser tests (not a test module: th
 Traffic: ``TOPIC`` (4 queues, made with the admin ``update_topic``) gets ``N`` messages from
 rocketlite's Producer, each with a key and a text body; group ``GROUP`` fails ``DEAD`` messages
 of ``DLQ_TOPIC`` once (maxReconsumeTimes 0: all in ``%DLQ%GROUP``) and then, offline, has ``LAG``
-more to consume there. ``RATE_TOPIC`` gets one message (``send_more`` adds to it later).
+more to consume there. Group ``RESEND_GROUP`` fails ``resend_body(i)`` (``RESEND_DEAD`` of them)
+of ``RESEND_TOPIC`` the same way and has nothing else to consume: a resend of one of its dead
+letters is the only message a consumer of it gets next. ``RATE_TOPIC`` gets one message
+(``send_more`` adds to it later).
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ DLQ_TOPIC = "DashDLQT"
 GROUP = "DashG"
 DEAD = 3
 LAG = 5
+RESEND_TOPIC = "DashResendT"
+RESEND_GROUP = "DashResendG"
+RESEND_DEAD = 2
 RATE_TOPIC = "DashRateT"
 USER, PASSWORD = "admin", "s3cret"
 
@@ -37,6 +43,10 @@ def key(i: int) -> str:
 
 def body(i: int) -> str:
     return f"hello dashboard {i} \u00e9t\u00e9"
+
+
+def resend_body(i: int) -> str:
+    return f"dead again {i}"
 
 
 @dataclasses.dataclass
@@ -82,6 +92,8 @@ async def traffic(ns: str, addr: str) -> dict[str, str]:
     async with Producer("DashP2", namesrv_addr=ns) as p:
         for i in range(LAG):
             await p.send(Message(DLQ_TOPIC, b"late %d" % i, tags="T"))
+    await make_dead_letters(ns, RESEND_TOPIC, RESEND_GROUP,
+                            [resend_body(i).encode() for i in range(RESEND_DEAD)])
     await send_more(ns, 1)
     return ids
 

@@ -39,15 +39,20 @@ import random
 import re
 import signal
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from brokerhelp import ServerProcess, decode_records, free_port, pull_request, wait_port
+from brokerhelp import (
+    ServerProcess,
+    decode_records,
+    free_port,
+    pull_request,
+    store_verify,
+    wait_port,
+)
 from failoverhelp import Node, send_ok, wait_in_sync, wait_master
 from rocketlite.client.instance import ClientConfig
 from rocketlite.client.message import Message
@@ -163,6 +168,35 @@ def check_topic(records: dict[int, list[MessageRecord]], acked: dict[str, Acked]
             problems.append(f"{msg_id} acked at queue/offset {(a.queue_id, a.queue_offset)}, "
                             f"read at {where}")
     return lost, problems
+
+
+async def read_topic(client: RemotingClient, addr: str, topic: str, queues: int
+                     ) -> tuple[dict[int, list[MessageRecord]], list[str]]:
+    """Every queue of ``topic`` on ``addr`` from offset 0 to its max offset (as the broker
+    answers GET_MAX_OFFSET), in queue order; a pull not answered with messages is retried
+    for up to 10 s, then the queue is returned short, and said so in the problems (a queue that
+    grows meanwhile may be read past that offset). The broker
+    should answer pulls of ``PULL_BATCH`` messages (``READ_BACK_CONF``)."""
+    out: dict[int, list[MessageRecord]] = {}
+    problems: list[str] = []
+    for qid in range(queues):
+        h = GetMaxOffsetRequestHeader(topic=topic, queueId=qid)
+        r = await client.invoke(addr, RemotingCommand.request(
+            RequestCode.GET_MAX_OFFSET, h.to_ext()), 10.0)
+        assert r.code == 0, r.remark
+        end = int(r.ext_fields["offset"])
+        recs: list[MessageRecord] = []
+        deadline = time.monotonic() + 10
+        while len(recs) < end and time.monotonic() < deadline:
+            r = await client.invoke(addr, pull_request(topic, qid, len(recs), PULL_BATCH), 10.0)
+            if r.code == 0:
+                recs += decode_records(r.body)
+            else:
+                await asyncio.sleep(0.1)
+        if len(recs) < end:  # more: the queue grew while read
+            problems.append(f"{topic} queue {qid}: {len(recs)} messages read, max offset {end}")
+        out[qid] = recs
+    return out, problems
 
 
 class BurstGroup:
@@ -321,29 +355,7 @@ class BurstGroup:
                            problems)
 
     async def read_topic(self, addr: str, topic: str) -> tuple[dict[int, list[MessageRecord]], list[str]]:
-        """Every queue of ``topic`` on ``addr`` from offset 0 to its max offset (as the broker
-        answers GET_MAX_OFFSET), in queue order; a pull not answered with messages is retried
-        for up to 10 s, then the queue is returned short, and said so in the problems."""
-        out: dict[int, list[MessageRecord]] = {}
-        problems: list[str] = []
-        for qid in range(QUEUES):
-            h = GetMaxOffsetRequestHeader(topic=topic, queueId=qid)
-            r = await self.client.invoke(addr, RemotingCommand.request(
-                RequestCode.GET_MAX_OFFSET, h.to_ext()), 10.0)
-            assert r.code == 0, r.remark
-            end = int(r.ext_fields["offset"])
-            recs: list[MessageRecord] = []
-            deadline = time.monotonic() + 10
-            while len(recs) < end and time.monotonic() < deadline:
-                r = await self.client.invoke(addr, pull_request(topic, qid, len(recs), PULL_BATCH), 10.0)
-                if r.code == 0:
-                    recs += decode_records(r.body)
-                else:
-                    await asyncio.sleep(0.1)
-            if len(recs) != end:
-                problems.append(f"{topic} queue {qid}: {len(recs)} messages read, max offset {end}")
-            out[qid] = recs
-        return out, problems
+        return await read_topic(self.client, addr, topic, QUEUES)
 
     # -- the end ----------------------------------------------------------------------------
 
@@ -364,12 +376,9 @@ class BurstGroup:
         self.slave.stop()
         self.master.stop()
         for n in self.nodes:
-            done = await asyncio.to_thread(
-                subprocess.run, [sys.executable, "-m", "rocketlite", "store", "verify",
-                                 str(n.dir / "store")], capture_output=True, text=True, timeout=300)
-            if done.returncode != 0:
-                problems.append(f"store verify of broker {n.broker_id}: "
-                                f"{(done.stdout + done.stderr)[-2000:]}")
+            bad = await asyncio.to_thread(store_verify, n.dir / "store")
+            if bad:
+                problems.append(f"store verify of broker {n.broker_id}: {bad}")
         m, s = self.master.commitlog(), self.slave.commitlog()
         if not s or m[:len(s)] != s:
             problems.append("the slave's CommitLog is not a prefix of the master's")

@@ -29,6 +29,9 @@ const COMMON_OPTIONS = {
   // ali-ons's pollNameServerInteval (sic): how often it re-reads its topics' routes (default
   // 30000 ms); unset, ali-ons's default applies.
   'route-poll-ms': { type: 'string' },
+  // ali-ons's heartbeatBrokerInterval: how often it sends HEART_BEAT to its brokers (default
+  // 30000 ms; a producer's first one goes out only then); unset, ali-ons's default applies.
+  'heartbeat-ms': { type: 'string' },
 };
 
 function parse(script, extraOptions = {}, defaults = {}) {
@@ -94,6 +97,13 @@ function clientOptions(script, args) {
     nameSrv: args.namesrv,
     logger: makeLogger(script),
     ...(args['route-poll-ms'] ? { pollNameServerInteval: Number(args['route-poll-ms']) } : {}),
+    ...(args['heartbeat-ms'] ? { heartbeatBrokerInterval: Number(args['heartbeat-ms']) } : {}),
+    // ACL: with CONFORMANCE_ACCESS_KEY and CONFORMANCE_SECRET_KEY set, ali-ons signs every
+    // request (its accessKeyId/accessKeySecret options; docs/security.md).
+    ...(process.env.CONFORMANCE_ACCESS_KEY ? {
+      accessKeyId: process.env.CONFORMANCE_ACCESS_KEY,
+      accessKeySecret: process.env.CONFORMANCE_SECRET_KEY,
+    } : {}),
   };
 }
 

@@ -18,8 +18,8 @@
 // %RETRY%<group>, or writes it to %DLQ%<group> once it was retried --max-reconsume times
 // (ali-ons's maxReconsumeTimes option, default 16). --expect then counts the keys whose handler
 // succeeded. A planned failure is reported as a handler_failed event, not as a client_error.
-// Events: start; start_offset {queueId, offset} where a newly assigned queue starts; assigned
-// {queues, offsets} whenever the rebalance changes this consumer's queues of the topic (offsets:
+// Events: start; ready {clientId} (the id its heartbeats carry); start_offset {queueId, offset}
+// where a newly assigned queue starts; assigned {queues, offsets} whenever the rebalance changes this consumer's queues of the topic (offsets:
 // where each of them started when it was assigned); received {key, body, msgId,
 // topic, queueId, queueOffset, reconsumeTimes, tags, attempt, fail}; handler_failed {message};
 // done {received, distinct, succeeded, close};
@@ -187,7 +187,7 @@ async function main() {
   } else {
     state.phase = expect > 0 ? `waiting for ${expect} distinct keys` : 'consuming until SIGTERM';
   }
-  common.emit('ready', { script: SCRIPT });
+  common.emit('ready', { script: SCRIPT, clientId: consumer.clientId });
 }
 
 main().catch(err => {

@@ -2,11 +2,14 @@
 // Send N messages with ali-ons's Producer (SEND_MESSAGE_V2), one at a time, and report each.
 //
 //   node produce.js --namesrv 127.0.0.1:9876 --topic T --group PID --n 20 --run-id r1
-//                   [--start 0] [--tag TagA] [--big-every 0] [--deadline-ms 60000]
+//                   [--start 0] [--tag TagA] [--big-every 0] [--hold] [--deadline-ms 60000]
 //
 // Message i (start <= i < start+n) has key `<run-id>-<i>` and the body bodyFor(run-id, i); with
 // --big-every K every K-th body is over 4 KiB, which ali-ons sends zlib-compressed (sysFlag bit 0).
-// Events: start, sent {key, body, msgId, queueId, queueOffset}, done {sent}; fatal; timeout.
+// With --hold the producer stays connected after its last send (it keeps sending heartbeats, so
+// the broker lists it) until SIGTERM/SIGINT, then closes.
+// Events: start, ready {clientId} (the id its heartbeats carry), sent {key, body, msgId, queueId,
+// queueOffset}, holding, done {sent}; fatal; timeout.
 
 const { Producer, Message } = require('ali-ons');
 const common = require('./common');
@@ -18,6 +21,7 @@ async function main() {
     start: { type: 'string' },
     tag: { type: 'string' },
     'big-every': { type: 'string' },
+    hold: { type: 'boolean' },
   }, { n: '10', start: '0', tag: 'TagA', 'big-every': '0', group: 'PID_CONFORMANCE' });
   const n = Number(args.n);
   const start = Number(args.start);
@@ -30,6 +34,7 @@ async function main() {
   const producer = new Producer({ ...common.clientOptions(SCRIPT, args), producerGroup: args.group });
   producer.on('error', common.clientErrorReporter());
   await producer.ready();
+  common.emit('ready', { script: SCRIPT, clientId: producer.clientId });
 
   for (let i = start; i < start + n; i++) {
     const key = `${args['run-id']}-${i}`;
@@ -49,6 +54,16 @@ async function main() {
       key, body, msgId: result.msgId, sendStatus: result.sendStatus,
       queueId: result.messageQueue ? Number(result.messageQueue.queueId) : null, queueOffset: result.queueOffset,
     });
+  }
+
+  if (args.hold) {
+    state.phase = 'holding the connection until SIGTERM';
+    const signalled = new Promise(resolve => {
+      process.on('SIGTERM', resolve);
+      process.on('SIGINT', resolve);
+    });
+    common.emit('holding', { script: SCRIPT });
+    await signalled;
   }
 
   state.phase = 'closing the producer';

@@ -82,6 +82,15 @@ class Deadline:
         os._exit(EXIT_TIMEOUT)
 
 
+def sign_with_env_credentials(client: Any) -> None:
+    """ACL: with CONFORMANCE_ACCESS_KEY and CONFORMANCE_SECRET_KEY set, the client signs every
+    request (``set_session_credentials``, channel ALIYUN as the C++ client's default)."""
+    access_key = os.environ.get("CONFORMANCE_ACCESS_KEY")
+    if access_key:
+        client.set_session_credentials(access_key, os.environ.get("CONFORMANCE_SECRET_KEY", ""),
+                                       "ALIYUN")
+
+
 def check_home(script: str) -> str:
     """The C++ client writes its logs under $HOME/logs/rocketmq-cpp: HOME must be writable."""
     home = os.environ.get("HOME", "")

@@ -34,6 +34,7 @@ from cpp_common import (
     parse,
     parser,
     run,
+    sign_with_env_credentials,
 )
 
 SCRIPT = "cpp-failover-produce"
@@ -63,6 +64,7 @@ def main() -> int:
 
     producer = Producer(args.group, timeout=args.send_timeout_ms)
     producer.set_namesrv_addr(args.namesrv)
+    sign_with_env_credentials(producer)
     deadline.phase = "starting the producer"
     try:
         producer.start()

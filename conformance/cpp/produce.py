@@ -2,7 +2,7 @@
 
     python produce.py --namesrv 127.0.0.1:9876 --topic T --group PID --n 20 --run-id r1
                       [--mode sync|batch|orderly] [--batch-size 8] [--shards 4] [--start 0]
-                      [--tag TagA] [--deadline-ms 60000]
+                      [--tag TagA] [--hold] [--deadline-ms 60000]
 
 Modes, and what the wheel sends for them (see conformance/README.md):
   sync     ``Producer.send_sync``: one SEND_MESSAGE (10) per message, queues round robin.
@@ -13,11 +13,16 @@ Modes, and what the wheel sends for them (see conformance/README.md):
 
 Message i (start <= i < start+n) has key ``<run-id>-<i>`` and body ``body_for(run-id, i)``; in
 orderly mode its shard is ``i % shards`` and it carries the properties ``shard`` and ``seq`` (its
-rank within the shard). Events: start; sent {key, body, msgId, status, offset, shard, seq}
-(batch: ``batch`` index, msgId/offset are the batch's); done {sent}; fatal; timeout.
+rank within the shard). With --hold the producer stays started after its last send (it keeps
+sending heartbeats, so the broker lists it) until SIGTERM/SIGINT, then shuts down. Events: start;
+sent {key, body, msgId, status, offset, shard, seq} (batch: ``batch`` index, msgId/offset are the
+batch's); holding; done {sent}; fatal; timeout.
 """
 
 from __future__ import annotations
+
+import signal
+import threading
 
 from cpp_common import (
     EXIT_FAILED,
@@ -31,6 +36,7 @@ from cpp_common import (
     parse,
     parser,
     run,
+    sign_with_env_credentials,
 )
 
 SCRIPT = "cpp-produce"
@@ -43,7 +49,12 @@ def main() -> int:
     p.add_argument("--shards", type=int, default=4)
     p.add_argument("--start", type=int, default=0)
     p.add_argument("--tag", default="TagA")
+    p.add_argument("--hold", action="store_true")
     args = parse(SCRIPT, p)
+    stop = threading.Event()
+    if args.hold:  # otherwise a signal ends the process as it always did
+        signal.signal(signal.SIGTERM, lambda _s, _f: stop.set())
+        signal.signal(signal.SIGINT, lambda _s, _f: stop.set())
     sent = 0
     deadline = Deadline(SCRIPT, args.deadline_ms, lambda: {"sent": sent})
     home = check_home(SCRIPT)
@@ -55,6 +66,7 @@ def main() -> int:
 
     producer = Producer(args.group)
     producer.set_namesrv_addr(args.namesrv)
+    sign_with_env_credentials(producer)
     deadline.phase = "starting the producer"
     try:
         producer.start()
@@ -101,6 +113,12 @@ def main() -> int:
     except RocketMQException as e:  # ProducerSendSyncFailed and kin carry the C++ client's message
         emit("fatal", script=SCRIPT, phase=deadline.phase, sent=sent, **error_fields(e))
         return EXIT_FAILED
+
+    if args.hold:
+        deadline.phase = "holding the connection until SIGTERM"
+        emit("holding", script=SCRIPT)
+        while not stop.wait(0.2):
+            pass
 
     deadline.phase = "shutting the producer down"
     closed = call_within(producer.shutdown, 10)

@@ -27,6 +27,7 @@ from cpp_common import (
     parse,
     parser,
     run,
+    sign_with_env_credentials,
     text,
 )
 
@@ -51,6 +52,7 @@ def main() -> int:
 
     consumer = PullConsumer(args.group)
     consumer.set_namesrv_addr(args.namesrv)
+    sign_with_env_credentials(consumer)
     deadline.phase = "starting the pull consumer"
     consumer.start()
 

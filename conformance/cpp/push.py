@@ -33,6 +33,7 @@ from cpp_common import (
     parse,
     parser,
     run,
+    sign_with_env_credentials,
     text,
 )
 
@@ -84,6 +85,7 @@ def main() -> int:
 
     consumer = PushConsumer(args.group, orderly=args.orderly)
     consumer.set_namesrv_addr(args.namesrv)
+    sign_with_env_credentials(consumer)
     if args.threads:
         consumer.set_thread_count(args.threads)
     consumer.subscribe(args.topic, on_message)

@@ -191,12 +191,16 @@ class _ErrorEvents(logging.Handler):
 
 
 def config(args: argparse.Namespace) -> Any:
-    """The ClientConfiguration: plaintext gRPC to ``--endpoints``, empty credentials. Also hooks
-    the client's logger (``rocketmq-python-client``, file only) so its errors become events."""
+    """The ClientConfiguration: plaintext gRPC to ``--endpoints``, empty credentials (or, for an
+    ACL broker, CONFORMANCE_ACCESS_KEY and CONFORMANCE_SECRET_KEY from the environment). Also
+    hooks the client's logger (``rocketmq-python-client``, file only) so its errors become
+    events."""
     from rocketmq import ClientConfiguration, Credentials
 
     logging.getLogger("rocketmq-python-client").addHandler(_ErrorEvents(logging.ERROR))
-    return ClientConfiguration(args.endpoints, Credentials(),
+    credentials = Credentials(os.environ.get("CONFORMANCE_ACCESS_KEY", ""),
+                              os.environ.get("CONFORMANCE_SECRET_KEY", ""))
+    return ClientConfiguration(args.endpoints, credentials,
                                request_timeout=args.request_timeout_s)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import storefuzz
+from killburst import env_seed
 
 pytestmark = pytest.mark.chaos
 
@@ -29,7 +30,9 @@ def work(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_a_thousand_mutated_stores_recover_or_refuse_and_serve_nothing_wrong(work: Path) -> None:
-    tally = storefuzz.run(work, 1000, seed=22)
+    seed = env_seed()
+    print(f"chaos fuzz store: CHAOS_SEED={seed}")
+    tally = storefuzz.run(work, 1000, seed=seed)
     print(tally.line())
     assert tally.rounds == 1000 and tally.files_mutated >= 1000
     kinds = {k.split(":")[0] for k in tally.by_mutation}

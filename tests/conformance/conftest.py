@@ -12,7 +12,9 @@
   started with those broker.conf keys (e.g. a short ``messageDelayLevel``); one marked
   ``@pytest.mark.orderly_groups("G", ...)`` gets the consumer groups ``cx.name("G")`` made
   orderly (FIFO) in the store before the broker starts, and ``@pytest.mark.group_conf({"G":
-  {"retryMaxTimes": 1}})`` any SubscriptionGroupConfig fields.
+  {"retryMaxTimes": 1}})`` any SubscriptionGroupConfig fields; ``@pytest.mark.acl(YAML,
+  admin=Credentials(...))`` a broker with ``aclEnable`` over that plain_acl.yml, whose topics
+  ``cx.create_topic`` creates signed as ``admin``.
 
 The tests are marked ``conformance`` and are part of the default run (``scripts/test``, so CI);
 ``pytest -m conformance`` runs them alone.
@@ -61,12 +63,21 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "broker_conf(props): broker.conf keys for the cx broker")
     config.addinivalue_line("markers", "orderly_groups(*kinds): orderly consumer groups for cx")
     config.addinivalue_line("markers", "group_conf({kind: fields}): consumer group configs for cx")
+    config.addinivalue_line("markers", "acl(plain_acl_yml, admin=Credentials): an ACL broker for cx")
 
 
 @pytest.fixture
 def cx(clients: Clients, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Conformance]:
     marker = request.node.get_closest_marker("broker_conf")
-    world = Conformance(clients, tmp_path, marker.args[0] if marker else None)
+    conf = dict(marker.args[0]) if marker else {}
+    acl = request.node.get_closest_marker("acl")
+    if acl is not None:
+        acl_file = tmp_path / "plain_acl.yml"
+        acl_file.write_text(acl.args[0])
+        conf |= {"aclEnable": "true", "aclFile": str(acl_file)}
+    world = Conformance(clients, tmp_path, conf or None)
+    if acl is not None:
+        world.admin_credentials = acl.kwargs.get("admin")
     groups: dict[str, dict[str, object]] = {}
     for m in request.node.iter_markers("group_conf"):
         groups |= m.args[0]

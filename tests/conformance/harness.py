@@ -29,6 +29,7 @@ import remoting_admin
 from store_state import StoredMessage as StoredMessage  # the tests import it from here
 from store_state import StoreState
 
+from rocketlite.acl.sign import Credentials
 from rocketlite.formats.delay import parse_delay_levels
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -380,6 +381,11 @@ class Conformance:
         self.namesrv_addr = self.broker.namesrv_addr
         self.processes: list[ClientProcess] = []
         self._count = 0
+        # ACL (the ``acl`` marker): what ``create_topic`` signs with, and the environment of the
+        # ali-ons, C++ and 5.x Python scripts (CONFORMANCE_ACCESS_KEY/CONFORMANCE_SECRET_KEY make
+        # them sign)
+        self.admin_credentials: Credentials | None = None
+        self.client_env: dict[str, str] = {}
 
     def name(self, kind: str) -> str:
         """A topic or group name unique to this test run."""
@@ -413,7 +419,8 @@ class Conformance:
         ``message_type`` (NORMAL, FIFO, DELAY, TRANSACTION) is the 5.x topic attribute, sent as
         ``mqadmin updateTopic -a +message.type=FIFO`` sends it."""
         if message_type is None:
-            r = remoting_admin.create_topic(self.broker.broker_addr, topic, queues)
+            r = remoting_admin.create_topic(self.broker.broker_addr, topic, queues,
+                                            credentials=self.admin_credentials)
         else:
             r = remoting_admin.request(self.broker.broker_addr, remoting_admin.UPDATE_AND_CREATE_TOPIC, {
                 "topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues),
@@ -479,7 +486,7 @@ class Conformance:
         """Start ``conformance/ali-ons/<script>.js``."""
         argv = [self.clients.node, str(self.clients.ons_dir / f"{script}.js"),
                 *self._common_args(topic, group), *args]
-        env = {**os.environ, "NODE_NO_WARNINGS": "1"}
+        env = {**os.environ, "NODE_NO_WARNINGS": "1", **self.client_env}
         return self._spawn(f"ons-{script}", argv, self.clients.ons_dir, env)
 
     def g5py(self, script: str, topic: str, group: str, *args: str) -> ClientProcess:
@@ -488,7 +495,8 @@ class Conformance:
         argv = [str(self.clients.g5_python), str(self.clients.g5_dir / f"{script}.py"),
                 *self._grpc_args(topic, group), *args]
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-        env |= {"HOME": str(self.home), "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+        env |= {"HOME": str(self.home), "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
+                **self.client_env}
         return self._spawn(f"g5py-{script}", argv, self.clients.g5_dir, env)
 
     def node5(self, script: str, topic: str, group: str, *args: str) -> ClientProcess:
@@ -508,7 +516,8 @@ class Conformance:
         argv = [str(self.clients.cpp_python), str(self.clients.cpp_dir / f"{script}.py"),
                 *self._common_args(topic, group), *args]
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-        env |= {"HOME": str(self.home), "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+        env |= {"HOME": str(self.home), "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
+                **self.client_env}
         return self._spawn(f"cpp-{script}", argv, self.clients.cpp_dir, env)
 
     def describe(self) -> str:

@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from rocketlite.acl.sign import Credentials
+
 UPDATE_AND_CREATE_TOPIC = 17
 QUERY_CONSUMER_OFFSET = 14
 LOCK_BATCH_MQ = 41
@@ -60,8 +62,12 @@ def _recv_exactly(sock: socket.socket, n: int) -> bytes:
 
 
 def request(addr: str, code: int, ext: dict[str, str], body: bytes = b"",
-            timeout: float = 5.0) -> Response:
-    """Send one request and read its response (skipping any server-initiated request)."""
+            timeout: float = 5.0, credentials: Credentials | None = None) -> Response:
+    """Send one request and read its response (skipping any server-initiated request); signed
+    with ``credentials`` when given (for a broker with an ACL)."""
+    if credentials is not None:
+        ext = dict(ext)
+        credentials.sign(ext, body)
     host, port = addr.rsplit(":", 1)
     if host not in ("127.0.0.1", "localhost", "::1"):
         raise ValueError(f"the conformance harness only talks to loopback, not {addr}")
@@ -90,13 +96,14 @@ def request(addr: str, code: int, ext: dict[str, str], body: bytes = b"",
                             ext=head.get("extFields") or {}, body=data[4 + header_len :])
 
 
-def create_topic(broker_addr: str, topic: str, queues: int = 4, timeout: float = 5.0) -> Response:
+def create_topic(broker_addr: str, topic: str, queues: int = 4, timeout: float = 5.0,
+                 credentials: Credentials | None = None) -> Response:
     """UPDATE_AND_CREATE_TOPIC as ``mqadmin updateTopic -b ADDR -t TOPIC -r Q -w Q`` sends it."""
     return request(broker_addr, UPDATE_AND_CREATE_TOPIC, {
         "topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues),
         "writeQueueNums": str(queues), "perm": "6", "topicFilterType": "SINGLE_TAG",
         "topicSysFlag": "0", "order": "false",
-    }, timeout=timeout)
+    }, timeout=timeout, credentials=credentials)
 
 
 def query_consumer_offset(broker_addr: str, group: str, topic: str, queue_id: int,

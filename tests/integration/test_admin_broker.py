@@ -151,6 +151,25 @@ async def test_consume_stats_show_each_queue_lag(tmp_path: Path) -> None:
         assert r.code == RC.SUCCESS and ConsumeStats.from_json(r.body).offsetTable == {}
 
 
+async def test_topic_and_consume_stats_answer_the_last_minute_s_rates(tmp_path: Path) -> None:
+    async with running(tmp_path / "store") as env:
+        b = env.broker
+        assert b.metrics is not None  # metricsPort's default: on
+        b.rates.sample(b.metrics, now=1000.0)
+        await fill(env, {0: 6, 1: 2})
+        r = await env.pull(TOPIC, 0, queue_id=0, group="CG")
+        assert r.code == RC.SUCCESS, r.remark
+        await commit(env, "CG", 0, 6)
+        b.rates.sample(b.metrics, now=1004.0)  # what the housekeeping does every 5 s
+
+        r = await env.call(RQ.GET_TOPIC_STATS_INFO, {"topic": TOPIC})
+        assert TopicStatsTable.from_json(r.body).topicPutTps == 8 / 4
+        r = await env.call(RQ.GET_CONSUME_STATS, {"consumerGroup": "CG", "topic": TOPIC})
+        assert ConsumeStats.from_json(r.body).consumeTps == 6 / 4
+        r = await env.call(RQ.GET_CONSUME_STATS, {"consumerGroup": "Idle", "topic": TOPIC})
+        assert ConsumeStats.from_json(r.body).consumeTps == 0.0
+
+
 async def test_consumer_and_producer_connections(tmp_path: Path) -> None:
     async with running(tmp_path / "store") as env:
         first, second = RemotingClient(), RemotingClient()

@@ -1,9 +1,10 @@
 """``rocketlite admin``'s mqadmin commands against a real ``rocketlite start`` process (NameServer
 and broker on free loopback ports), run through typer's CliRunner: topics created with
-``updateTopic``, messages sent with ``sendMessage``, then found again by id, key, UNIQ_KEY, offset
-and time range, each checked on the ``--json`` output; and the expected failures (a topic that does
-not exist, a NameServer that cannot be reached, a bad or unknown msgId, a bad timestamp) exit 1 with
-one ``error:`` line, with the traceback only under ``--debug``."""
+``updateTopic`` (read back as each broker holds it with ``getTopicConfig``), messages sent with
+``sendMessage``, then found again by id, key, UNIQ_KEY, offset and time range, each checked on
+the ``--json`` output; and the expected failures (a topic that does not exist, a NameServer that
+cannot be reached, a bad or unknown msgId, a bad timestamp) exit 1 with one ``error:`` line, with
+the traceback only under ``--debug``."""
 
 from __future__ import annotations
 
@@ -129,6 +130,29 @@ def test_topics(env: Env) -> None:
     assert route["queueDatas"][0]["perm"] == 4
     assert "perm 5" in fails("updateTopic", "-b", env.addr, "-t", "AdmT3", "-p", "5")
     assert "invalid" in fails("updateTopic", "-b", env.addr, "-t", "bad topic!")
+
+
+def test_get_topic_config(env: Env) -> None:
+    """What each broker holds (GET_TOPIC_CONFIG), by -b, -c or the topic's route; a topic no
+    broker has is one error line, exit 1."""
+    expect = {"topicName": TOPIC, "readQueueNums": 3, "writeQueueNums": 3, "perm": 6,
+              "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False,
+              "attributes": {}}
+    for where in (("-b", env.addr), ("-n", env.ns, "-c", "DefaultCluster"), ("-n", env.ns)):
+        got = ok_json("getTopicConfig", "-t", TOPIC, *where)
+        assert got == [{"address": env.addr, "config": expect}], where
+    r = admin("getTopicConfig", "-b", env.addr, "-t", TOPIC)
+    assert r.exit_code == 0, r.output
+    row = next(line for line in r.stdout.splitlines() if env.addr in line)
+    assert [c.strip() for c in row.split("│")[2:8]] == ["3", "3", "6", "false", "SINGLE_TAG",
+                                                        "0"], row
+    assert fails("getTopicConfig", "-b", env.addr, "-t", "Missing") == (
+        f"error: topic 'Missing' does not exist on broker {env.addr} "
+        "(TOPIC_NOT_EXIST: No topic in this broker. topic: Missing)")
+    assert fails("getTopicConfig", "-n", env.ns, "-c", "DefaultCluster", "-t", "Missing") == \
+        f"error: topic 'Missing' does not exist on {env.addr}"
+    assert fails("getTopicConfig", "-n", env.ns, "-t", "Missing").startswith(
+        "error: topic 'Missing' does not exist")
 
 
 def test_query_by_id_key_unique_key_and_offset(env: Env) -> None:

@@ -5,6 +5,8 @@ output against what was sent and consumed:
 
 - topicStatus and producerConnection while the producer is up;
 - consumerProgress (one group, every group), consumerConnection of the live consumer;
+- consumerStatus: the live consumer's running info relayed by the broker (GET_CONSUMER_RUNNING_INFO),
+  its thread dump with -s; once it is gone, the broker's refusal as one error line;
 - resetOffsetByTime while the consumer runs: it re-receives exactly the messages stored from the
   time on (the broker's RESET_CONSUMER_CLIENT_OFFSET reaches the client, which resumes there),
   by milliseconds and by mqadmin's date form;
@@ -138,6 +140,7 @@ def test_live_group_progress_connections_and_offset_resets(env: Env) -> None:
         (conn,) = ok_json("producerConnection", "-n", env.ns, "-g", "OpsPG", "-t", topic)
         assert conn["clientId"] == producer.producer.instance.client_id  # type: ignore[union-attr]
         assert conn["language"] == "PYTHON"
+        assert (conn["version"], conn["versionDesc"]) == (479, "V5_3_3")  # MQVersion by name
 
         c = consumer(env, group, topic, got)
         try:
@@ -156,7 +159,8 @@ def test_live_group_progress_connections_and_offset_resets(env: Env) -> None:
             for args, shown in ((("consumerProgress", "-g", group), "Diff Total: 0"),
                                 (("consumerProgress",), group),
                                 (("consumerConnection", "-g", group), "CONSUME_FROM_FIRST_OFFSET"),
-                                (("producerConnection", "-g", "OpsPG", "-t", topic), "PYTHON"),
+                                (("producerConnection", "-g", "OpsPG", "-t", topic),
+                                 "PYTHON   V5_3_3"),
                                 (("topicStatus", "-t", topic), "#Max Offset")):
                 text = admin(*args, "-n", env.ns)
                 assert text.exit_code == 0 and shown in text.stdout, (args, text.output)
@@ -246,6 +250,55 @@ def test_update_and_delete_a_subscription_group(env: Env) -> None:
     assert r.exit_code == 2 and "true or false" in r.output
 
 
+def _own_offsets(st: dict[str, Any], topic: str) -> int:
+    (client,) = st["clients"]
+    return sum(q["info"]["commitOffset"] for q in client["queues"] if q["topic"] == topic)
+
+
+def test_consumer_status(env: Env) -> None:
+    """consumerStatus: the live member's own account (its queues, offsets to commit, rates, a
+    thread dump with -s), --json and tables; once it is gone, one error line and exit 1."""
+    topic, group, n = "StatT", "StatG", 6
+    make_topic(env, topic)
+    got = Received()
+    with SyncProducer("StatPG", namesrv_addr=env.ns) as producer:
+        bodies = send(producer, topic, "s", n)
+    c = consumer(env, group, topic, got)
+    try:
+        cid = c.consumer.instance.client_id  # type: ignore[union-attr]
+        wait_until(lambda: got.has(bodies), what="consumed")
+        wait_until(lambda: _own_offsets(ok_json("consumerStatus", "-n", env.ns, "-g", group),
+                                        topic) == n, what="offsets advanced")
+        st = ok_json("consumerStatus", "-n", env.ns, "-g", group)
+        (client,) = st["clients"]
+        assert (st["group"], st["sameSubscription"], st["warnings"]) == (group, True, [])
+        assert (client["clientId"], client["language"], client["error"]) == (cid, "PYTHON", None)
+        assert client["broker"] == env.addr and client["jstack"] is None
+        assert sorted((q["topic"], q["queueId"]) for q in client["queues"]) == \
+            sorted([(topic, i) for i in range(QUEUES)] + [(f"%RETRY%{group}", 0)])
+        assert client["properties"]["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY"
+        assert client["status"][topic]["consumeOKTPS"] > 0
+        assert [s["topic"] for s in client["subscriptions"]] == [f"%RETRY%{group}", topic]
+        one = ok_json("consumerStatus", "-n", env.ns, "-g", group, "-i", cid, "-s")
+        (detail,) = one["clients"]
+        assert detail["clientId"] == cid and "MainThread" in detail["jstack"]
+        assert (detail["language"], detail["clientAddr"]) == ("PYTHON", client["clientAddr"])
+        assert _own_offsets(one, topic) == n
+        text = admin("consumerStatus", "-n", env.ns, "-g", group)
+        assert text.exit_code == 0 and cid in text.stdout, text.output
+        assert "Same subscription in the same group of consumer" in text.stdout
+        text = admin("consumerStatus", "-n", env.ns, "-g", group, "-i", cid)
+        assert text.exit_code == 0, text.output
+        assert "#Consumer Properties#" in text.stdout and "#Consumer RT&TPS#" in text.stdout
+        assert "PROP_CONSUMEORDERLY" in text.stdout and topic in text.stdout
+    finally:
+        c.shutdown()
+    gone = fails("consumerStatus", "-n", env.ns, "-g", group, "-i", cid)
+    assert gone == (f"error: broker {env.addr} refused GET_CONSUMER_RUNNING_INFO: SYSTEM_ERROR (1) "
+                    f"The Consumer <{group}> <{cid}> not online")
+    assert "is not online" in fails("consumerStatus", "-n", env.ns, "-g", group)
+
+
 def test_broker_config_get_and_update(env: Env) -> None:
     (before,) = ok_json("getBrokerConfig", "-b", env.addr)
     assert before["address"] == env.addr and before["config"]["brokerName"] == "broker-a"
@@ -260,6 +313,9 @@ def test_broker_config_get_and_update(env: Env) -> None:
     line = fails("updateBrokerConfig", "-b", env.addr, "-k", "brokerName", "-v", "other")
     assert line.startswith(f"error: broker {env.addr} refused UPDATE_BROKER_CONFIG: NO_PERMISSION")
     assert "brokerName: cannot change while the broker runs" in line
+    # RocketMQ 5's name of metricsPort is taken for it (and refused as it: not live)
+    assert "metricsPort: cannot change while the broker runs" in fails(
+        "updateBrokerConfig", "-b", env.addr, "-k", "metricsPromExporterPort", "-v", "1")
     assert "noSuchKey: not a configuration key" in fails(
         "updateBrokerConfig", "-b", env.addr, "-k", "noSuchKey", "-v", "1")
     (again,) = ok_json("getBrokerConfig", "-b", env.addr)

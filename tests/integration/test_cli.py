@@ -9,6 +9,9 @@ from typer.testing import CliRunner
 
 from rocketlite.cli.main import app
 from rocketlite.formats.consume_queue_unit import CQ_UNIT
+from rocketlite.formats.delay import SCHEDULE_TOPIC
+from rocketlite.formats.properties import encode_properties
+from rocketlite.store.message import MessageToStore
 from rocketlite.store.message_store import MessageStore
 from storehelp import msg, small_config, wait_dispatched
 
@@ -50,6 +53,24 @@ def test_verify_finds_a_missing_index_entry(tmp_path: Path) -> None:
     r = runner.invoke(app, ["store", "verify", str(tmp_path), "--hash-slot-num", "64"])
     assert r.exit_code == 1
     assert "not indexed" in r.output
+
+
+def test_verify_takes_the_stores_delay_levels(tmp_path: Path) -> None:
+    """A schedule unit's tag code is its deliver time by the broker's messageDelayLevel: a store
+    of a broker with its own table agrees with its CommitLog only by that table."""
+    with MessageStore(small_config(tmp_path, messageDelayLevel="1s 2s")) as s:
+        s.put_messages_sync([MessageToStore(topic=SCHEDULE_TOPIC, body=b"later", queue_id=1,
+                                            properties=encode_properties({"DELAY": "2"}))])
+        wait_dispatched(s)
+    args = ["store", "verify", str(tmp_path), "--hash-slot-num", "64"]
+    r = runner.invoke(app, [*args, "--delay-levels", "1s 2s"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, args)  # RocketMQ's table: level 2 is 5 s
+    assert r.exit_code == 1
+    assert f"{SCHEDULE_TOPIC}-1 offset 0" in r.output
+    r = runner.invoke(app, [*args, "--delay-levels", "1x"])
+    assert r.exit_code == 2
+    assert "--delay-levels" in r.output
 
 
 def test_inspect_prints_messages_units_and_headers(tmp_path: Path) -> None:

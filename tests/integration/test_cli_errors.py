@@ -93,6 +93,29 @@ def test_a_bad_broker_conf_value_names_the_file_and_key(tmp_path: Path) -> None:
     debug_shows_traceback("broker", "-c", str(conf), "--store", str(tmp_path / "s"), "--debug")
 
 
+@pytest.mark.parametrize("key", ["tls.server.certPath", "tls.client.trustCertPath"])
+def test_a_tls_file_that_does_not_load_is_one_line(tmp_path: Path, key: str) -> None:
+    bad = tmp_path / "bad.pem"
+    bad.write_text("not a certificate")
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"tlsServerMode=enforcing\ntls.server.certPath={bad}\n"
+                    f"tls.server.keyPath={bad}\n" + (
+                        f"tls.enable=true\n{key}={bad}\n" if "client" in key else ""))
+    line = one_error(cli(*start_args(tmp_path / "s", free_port(), free_port()), "-c", str(conf)))
+    assert key in line and "bad.pem" in line
+
+
+@pytest.mark.parametrize("command", [["dashboard", "--port", "0"], ["admin", "--ca"]])
+def test_a_tls_ca_that_does_not_load_is_one_line(tmp_path: Path, command: list[str]) -> None:
+    bad = tmp_path / "bad.pem"
+    bad.write_text("not a certificate")
+    if command[-1] == "--ca":
+        args = [*command, str(bad), "topicList", "-n", "127.0.0.1:1"]
+    else:
+        args = [*command, "-n", "127.0.0.1:1", "--ca", str(bad)]
+    assert "bad.pem" in one_error(cli(*args))
+
+
 def test_an_unreachable_namesrv_is_one_line() -> None:
     port = free_port()
     line = one_error(cli("admin", "topicList", "-n", f"127.0.0.1:{port}"))

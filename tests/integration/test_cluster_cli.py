@@ -1,6 +1,7 @@
-"""``rocketlite cluster up|status|down`` with real processes: a NameServer and two broker groups
-of a master and a slave each on loopback; a topic routed to both groups carries messages; ``down``
-stops exactly the recorded processes, and leaves alone a PID whose start time differs."""
+"""``rocketlite cluster up|status|down`` with real processes: a NameServer, two broker groups
+of a master and a slave each and the dashboard on loopback; a topic routed to both groups carries
+messages; each broker's ``/metrics`` on its own port shows its own traffic under its own name;
+``down`` stops exactly the recorded processes, and leaves alone a PID whose start time differs."""
 
 from __future__ import annotations
 
@@ -9,14 +10,15 @@ import json
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
-from brokerhelp import free_base
-from clusterhelp import cli
+from brokerhelp import scrape_metrics
+from clusterhelp import cli, cluster_base, status_json
 from rocketlite.cli.cluster_commands import proc_start_time
 from rocketlite.cli.cluster_plan import ClusterState, NodeRecord, plan
 from rocketlite.cli.main import app
@@ -105,21 +107,29 @@ def admin_over_two_groups(ns: str) -> None:
         time.sleep(0.1)
 
 
+def up(d: Path, brokers: int, replicas: int) -> tuple[int, subprocess.CompletedProcess[str]]:
+    """``cluster up`` of ``brokers`` groups of ``replicas`` in ``d`` with the topic TOPIC on
+    free ports: the base port and the command's outcome."""
+    base = cluster_base(brokers=brokers, replicas=replicas)
+    return base, cli("cluster", "up", "--dir", str(d), "--brokers", str(brokers), "--replicas",
+                     str(replicas), "--base-port", str(base), "--topic", TOPIC, "--queues", "2",
+                     "--ready-timeout", "30")
+
+
 def test_cluster_up_route_messages_down(tmp_path: Path) -> None:
     d = tmp_path / "c"
-    base = free_base(1 + 4 * 3)
     began = time.monotonic()
-    r = cli("cluster", "up", "--dir", str(d), "--brokers", "2", "--replicas", "2",
-            "--base-port", str(base), "--topic", TOPIC, "--queues", "2", "--ready-timeout", "30")
+    base, r = up(d, 2, 2)
     took = time.monotonic() - began
     state = ClusterState.read(d)
     assert state is not None
     try:
         assert r.returncode == 0, r.stdout + r.stderr
-        assert "5 processes ready" in r.stdout, r.stdout
+        assert "6 processes ready" in r.stdout, r.stdout
         pids = [n.pid for n in state.nodes]
         assert all(pid is not None and proc_start_time(pid) is not None for pid in pids)
-        assert len(set(pids)) == 5
+        assert len(set(pids)) == 6
+        assert state.nodes[-1].name == "dashboard"
         ns = f"127.0.0.1:{base}"
         assert state.namesrv_addr == ns and state.topics == [TOPIC]
 
@@ -143,7 +153,7 @@ def test_cluster_up_route_messages_down(tmp_path: Path) -> None:
         status = runner.invoke(app, ["cluster", "status", "--dir", str(d), "--json"])
         assert status.exit_code == 0, status.output
         view = json.loads(status.output)
-        assert [n["running"] for n in view["nodes"]] == [True] * 5
+        assert [n["running"] for n in view["nodes"]] == [True] * 6
         assert [n["pid"] for n in view["nodes"]] == pids
 
         again = cli("cluster", "up", "--dir", str(d), "--base-port", str(base + 100))
@@ -152,7 +162,7 @@ def test_cluster_up_route_messages_down(tmp_path: Path) -> None:
     finally:
         down = runner.invoke(app, ["cluster", "down", "--dir", str(d), "--timeout", "15"])
     assert down.exit_code == 0, down.output
-    assert down.output.count("stopped (pid") == 5, down.output
+    assert down.output.count("stopped (pid") == 6, down.output
     for pid in pids:
         assert proc_start_time(pid) is None, f"pid {pid} still runs"
     after = ClusterState.read(d)
@@ -160,10 +170,55 @@ def test_cluster_up_route_messages_down(tmp_path: Path) -> None:
     assert (d / "broker-a-0" / "store").is_dir()  # stores and logs stay
     assert "broker unregistered" in (d / "namesrv-0" / "namesrv-0.log").read_text()
     again = runner.invoke(app, ["cluster", "down", "--dir", str(d)])
-    assert again.exit_code == 0 and again.output.count("not running") == 5
+    assert again.exit_code == 0 and again.output.count("not running") == 6
     status = runner.invoke(app, ["cluster", "status", "--dir", str(d), "--json"])
-    assert [n["running"] for n in json.loads(status.output)["nodes"]] == [False] * 5
-    print(f"cluster up of 5 processes: {took:.1f} s (command included)")
+    assert [n["running"] for n in json.loads(status.output)["nodes"]] == [False] * 6
+    print(f"cluster up of 6 processes: {took:.1f} s (command included)")
+
+
+def _messages_in(port: int) -> dict[str, tuple[str, float]]:
+    """topic -> (node_id, rocketmq_messages_in_total) on the broker's ``/metrics`` at ``port``."""
+    return {dict(labels)["topic"]: (dict(labels)["node_id"], value)
+            for (name, labels), value in scrape_metrics(port).items()
+            if name == "rocketmq_messages_in_total"}
+
+
+def test_each_broker_serves_its_own_metrics_and_one_dashboard(tmp_path: Path) -> None:
+    """Two masters on one machine: each broker's ``/metrics`` answers on the port ``up`` and
+    ``status`` print for it, labelled with its own broker name and counting what that broker
+    stored; the cluster's one dashboard (its own process) lists both brokers."""
+    d = tmp_path / "c"
+    _, r = up(d, 2, 1)
+    try:
+        assert r.returncode == 0, r.stdout + r.stderr
+        view = status_json(str(d))
+        nodes = {n["name"]: n for n in view["nodes"]}
+        assert list(nodes) == ["namesrv-0", "broker-a-0", "broker-b-0", "dashboard"]
+        ports = {name: nodes[name]["ports"]["metrics"] for name in ("broker-a-0", "broker-b-0")}
+        assert len(set(ports.values())) == 2
+        for name, port in ports.items():  # where up printed them, as Prometheus targets
+            assert nodes[name]["url"] == f"http://127.0.0.1:{port}/metrics"
+            assert f"127.0.0.1:{port}" in r.stdout.split("/metrics on ")[1], r.stdout
+        dash = nodes["dashboard"]["url"]
+        assert f"dashboard {dash}" in r.stdout, r.stdout
+
+        sent_to, got = asyncio.run(send_and_receive(view["namesrv_addr"]))
+        assert sent_to == {"broker-a", "broker-b"} and len(got) == N
+        per_broker = {name: _messages_in(port)[TOPIC] for name, port in ports.items()}
+        assert {n: label for n, (label, _) in per_broker.items()} == {
+            "broker-a-0": "broker-a", "broker-b-0": "broker-b"}
+        assert all(count > 0 for _, count in per_broker.values()), per_broker
+        assert sum(count for _, count in per_broker.values()) == N  # no broker counts another's
+
+        with urllib.request.urlopen(dash + "api/cluster", timeout=10) as resp:
+            brokers = json.loads(resp.read())["brokers"]
+        assert sorted(b["brokerName"] for b in brokers) == ["broker-a", "broker-b"]
+        table = runner.invoke(app, ["cluster", "status", "--dir", str(d)], env={"COLUMNS": "200"})
+        assert table.exit_code == 0 and "metrics" in table.output, table.output
+        assert f"dashboard {dash}" in table.output, table.output
+    finally:
+        down = runner.invoke(app, ["cluster", "down", "--dir", str(d), "--timeout", "15"])
+    assert down.exit_code == 0 and down.output.count("stopped (pid") == 4, down.output
 
 
 def _record(tmp_path: Path, pid: int, start_time: int) -> Path:
@@ -218,7 +273,8 @@ def test_down_kills_after_the_timeout(tmp_path: Path) -> None:
 def test_up_failure_stops_what_it_started(tmp_path: Path) -> None:
     d = tmp_path / "c"
     r = cli("cluster", "up", "--dir", str(d), "--replicas", "1", "--brokers", "1",
-            "--base-port", str(free_base(4)), "--ready-timeout", "0.01", timeout=30)
+            "--base-port", str(cluster_base(brokers=1, replicas=1)), "--ready-timeout", "0.01",
+            timeout=30)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "namesrv-0 was not ready within 0.01 s" in r.stdout
     state = ClusterState.read(d)
@@ -251,9 +307,7 @@ def test_cluster_up_slave_replicates(tmp_path: Path) -> None:
     """``cluster up --brokers 1 --replicas 2``: the slave's CommitLog ends identical to the
     master's after sends, and ``admin haStatus`` shows it caught up (lag 0)."""
     d = tmp_path / "c"
-    base = free_base(1 + 4 * 2)
-    r = cli("cluster", "up", "--dir", str(d), "--brokers", "1", "--replicas", "2",
-            "--base-port", str(base), "--topic", TOPIC, "--queues", "2", "--ready-timeout", "30")
+    base, r = up(d, 1, 2)
     try:
         assert r.returncode == 0, r.stdout + r.stderr
         ns = f"127.0.0.1:{base}"

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from brokerhelp import free_base, free_port
-from clusterhelp import cli, status_json
+from brokerhelp import free_port
+from clusterhelp import cli, cluster_base, status_json
 from failoverhelp import FAILOVER_LIMIT_S, read_back, run_etcd, wait_master
 from rocketlite.cli.cluster_etcd import etcd_healthy
 from rocketlite.cli.cluster_plan import ClusterState
@@ -103,7 +103,7 @@ async def route_failover(ns: str, group: str, addr: str) -> float:
 
 def test_up_with_etcd_failover_and_down(tmp_path: Path) -> None:
     d = tmp_path / "c"
-    base = free_base(1 + 4 * 3 + 2)
+    base = cluster_base(brokers=2, replicas=2, controller="etcd")
     r = cli("cluster", "up", "--dir", str(d), "--brokers", "2", "--replicas", "2",
             "--controller", "etcd", "--base-port", str(base), "--topic", TOPIC,
             "--queues", str(QUEUES), "--ready-timeout", "60", timeout=240)
@@ -112,12 +112,12 @@ def test_up_with_etcd_failover_and_down(tmp_path: Path) -> None:
     pids = {n.name: n.pid for n in state.nodes}
     try:
         assert r.returncode == 0, r.stdout + r.stderr
-        assert "6 processes ready" in r.stdout, r.stdout
+        assert "7 processes ready" in r.stdout, r.stdout
         assert all(p is not None and proc_start_time(p) is not None for p in pids.values()), pids
         etcd_url = f"etcd://127.0.0.1:{base + 13}"  # after the NameServer's and 12 broker ports
         assert state.controller == etcd_url and etcd_healthy(etcd_url)
         assert [n.name for n in state.nodes] == ["etcd", "namesrv-0", "broker-a-1", "broker-a-2",
-                                                 "broker-b-1", "broker-b-2"]
+                                                 "broker-b-1", "broker-b-2", "dashboard"]
         assert (d / "etcd" / "data").is_dir() and (d / "etcd" / "etcd.log").is_file()
         conf = (d / "broker-b-2" / "broker.conf").read_text()
         assert f"controllerAddr={etcd_url}" in conf and "brokerRole=SYNC_MASTER" in conf
@@ -157,14 +157,14 @@ def test_up_with_etcd_failover_and_down(tmp_path: Path) -> None:
     finally:
         down = runner.invoke(app, ["cluster", "down", "--dir", str(d), "--timeout", "15"])
     assert down.exit_code == 0, down.output
-    assert down.output.count("stopped (pid") == 5 and "already gone" in down.output, down.output
+    assert down.output.count("stopped (pid") == 6 and "already gone" in down.output, down.output
     for name, pid in pids.items():
         assert pid is not None and proc_start_time(pid) is None, f"{name} (pid {pid}) runs"
     assert not etcd_healthy(etcd_url)
     after_down = ClusterState.read(d)
     assert after_down is not None and all(n.pid is None for n in after_down.nodes)
     gone = status_json(str(d))  # nothing runs: reported, not asked
-    assert [n["running"] for n in gone["nodes"]] == [False] * 6
+    assert [n["running"] for n in gone["nodes"]] == [False] * 7
     assert {n["now"] for n in gone["nodes"] if n["kind"] == "broker"} == {"down"}
     assert gone["groups"]["broker-a"]["master"] is None
     assert "no NameServer runs" in gone["groups"]["broker-a"]["error"]
@@ -173,7 +173,7 @@ def test_up_with_etcd_failover_and_down(tmp_path: Path) -> None:
 def test_up_with_an_existing_etcd(tmp_path: Path) -> None:
     """``--controller etcd://host:port``: no etcd node; ``down`` leaves that etcd running."""
     d = tmp_path / "c"
-    base = free_base(1 + 2 * 3)
+    base = cluster_base(brokers=1, replicas=2)
     with run_etcd(tmp_path) as url:
         r = cli("cluster", "up", "--dir", str(d), "--brokers", "1", "--replicas", "2",
                 "--controller", url, "--base-port", str(base), "--ready-timeout", "60",
@@ -183,14 +183,14 @@ def test_up_with_an_existing_etcd(tmp_path: Path) -> None:
         pids = [n.pid for n in state.nodes]
         try:
             assert r.returncode == 0, r.stdout + r.stderr
-            assert [n.kind for n in state.nodes] == ["namesrv", "broker", "broker"]
+            assert [n.kind for n in state.nodes] == ["namesrv", "broker", "broker", "dashboard"]
             assert state.controller == url and not (d / "etcd").exists()
             view = status_json(str(d))
             assert list(masters(view)) == ["broker-a"]
             assert view["groups"]["broker-a"]["syncStateSet"] == [1, 2]
         finally:
             down = runner.invoke(app, ["cluster", "down", "--dir", str(d), "--timeout", "15"])
-        assert down.exit_code == 0 and down.output.count("stopped (pid") == 3, down.output
+        assert down.exit_code == 0 and down.output.count("stopped (pid") == 4, down.output
         assert all(p is not None and proc_start_time(p) is None for p in pids)
         assert etcd_healthy(url)  # not ours to stop
 

@@ -1,7 +1,8 @@
 """``rocketlite start`` with ``--metrics-port``: traffic through the broker, then ``/metrics`` over
 HTTP shows it (messages and bytes in and out, the consumer's lag, rpc latency per request code),
 and a real Prometheus (Debian's ``prometheus``) scraping it every second answers a query for
-``rocketmq_messages_in_total`` with what was sent."""
+``rocketmq_messages_in_total`` with what was sent. broker.conf's ``metricsPromExporterPort``
+(RocketMQ 5's name) sets the port too."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from brokerhelp import (
     ServerProcess,
@@ -24,6 +24,7 @@ from brokerhelp import (
     decode_records,
     free_port,
     pull_request,
+    scrape_metrics,
     send_request,
     start_args,
     wait_port,
@@ -39,15 +40,6 @@ TOPIC = "MetricsTopic"
 SENT = 40
 COMMITTED = 15
 STATIC = {"cluster": "DefaultCluster", "node_type": "broker", "node_id": "broker-a"}
-
-
-def _scrape(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-        assert r.status == 200
-        assert r.headers["Content-Type"].startswith("text/plain")
-        text = r.read().decode()
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for f in text_string_to_metric_families(text) for s in f.samples}
 
 
 def _get(samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str,
@@ -89,7 +81,7 @@ def test_metrics_endpoint_shows_the_traffic(tmp_path: Path) -> None:
         line = p.wait_ready()
         assert f":{port}/metrics" in line
         pulled, pulls = asyncio.run(_traffic(broker_addr(args)))
-        s = _scrape(port)
+        s = scrape_metrics(port)
         normal = {"topic": TOPIC, "message_type": "normal", "is_system": "false"}
         assert _get(s, "rocketmq_messages_in_total", **normal) == SENT
         # every message pulled once: bytes in (as stored) = bytes out = the records pulled
@@ -129,6 +121,18 @@ def test_metrics_port_zero_serves_nothing(tmp_path: Path) -> None:
     args = [*start_args(tmp_path / "store", conf), "--metrics-port", "0"]
     with ServerProcess(args, tmp_path / "broker.log") as p:
         assert "/metrics" not in p.wait_ready()
+        assert p.stop() == 0, p.log()
+
+
+def test_rocketmq5s_metrics_key_in_broker_conf(tmp_path: Path) -> None:
+    """``-c broker.conf`` with RocketMQ 5's ``metricsPromExporterPort``: /metrics is served there."""
+    port = free_port()
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"metricsPromExporterPort={port}\n")
+    args = start_args(tmp_path / "store", conf)
+    with ServerProcess(args, tmp_path / "broker.log") as p:
+        assert f":{port}/metrics" in p.wait_ready()
+        assert _get(scrape_metrics(port), "rocketmq_topic_number") is not None
         assert p.stop() == 0, p.log()
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from brokerhelp import free_base
+from clusterhelp import cluster_base
 from rocketlite.client import Message, Producer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,14 +88,14 @@ async def produce(ns: str, start: int) -> tuple[dict[str, str], list[dict[str, A
 
 def test_pipeline_and_export_on_standalone_cluster(tmp_path: Path) -> None:
     cluster_dir, spark_dir, out = tmp_path / "cluster", tmp_path / "spark", tmp_path / "out"
-    base = free_base(1 + 2 * 3)
+    base = cluster_base(brokers=2, replicas=1, dashboard=False)
     ns = f"127.0.0.1:{base}"
     began = time.monotonic()
     daemons: list[int] = []
     try:
         r = run("-m", "rocketlite", "cluster", "up", "--dir", str(cluster_dir), "--brokers", "2",
-                "--replicas", "1", "--base-port", str(base), "--topic", EVENTS, "--topic", STATS,
-                "--topic", COPY, "--queues", "4", timeout=90)
+                "--replicas", "1", "--no-dashboard", "--base-port", str(base), "--topic", EVENTS,
+                "--topic", STATS, "--topic", COPY, "--queues", "4", timeout=90)
         assert r.returncode == 0, r.stdout + r.stderr
         print(f"cluster up: {time.monotonic() - began:.1f} s")
         began_spark = time.monotonic()

@@ -26,6 +26,7 @@ from rocketlite.admin.cluster import (
     cluster_list,
     ha_status,
 )
+from rocketlite.admin.consumer_status import ClientStatus, GroupStatus, QueueInfo, consumer_status
 from rocketlite.admin.dlq import ResendCounts, resend_dlq
 from rocketlite.admin.errors import AdminError, TopicNotFoundError, UnreachableError
 from rocketlite.admin.groups import (
@@ -60,18 +61,26 @@ from rocketlite.admin.topic_stats import (
     stats_all,
     topic_status,
 )
-from rocketlite.admin.topics import TopicUpdate, topic_list, topic_route, update_topic
+from rocketlite.admin.topics import (
+    BrokerTopicConfig,
+    TopicUpdate,
+    get_topic_config,
+    topic_list,
+    topic_route,
+    update_topic,
+)
 from rocketlite.admin.trace import MessageTrace, PubTrace, SubTrace, query_msg_trace_by_id
 
 __all__ = [
     "AdminError", "AdminSession", "BrokerConfigView", "BrokerEntry", "BrokerStatus",
-    "ConfigUpdate", "GroupProgress", "GroupStats", "HaMasterView", "HaSlave", "HaSlaveView",
-    "MessageTrace", "MessageView", "PubTrace", "QueueProgress", "QueueRange", "QueueReset",
+    "BrokerTopicConfig", "ClientStatus",
+    "ConfigUpdate", "GroupProgress", "GroupStats", "GroupStatus", "HaMasterView", "HaSlave", "HaSlaveView",
+    "MessageTrace", "MessageView", "PubTrace", "QueueInfo", "QueueProgress", "QueueRange", "QueueReset",
     "QueueStatus", "ResendCounts",
     "SendView", "SubGroupUpdate", "SubTrace", "TopicDeletion", "TopicNotFoundError", "TopicStats",
     "TopicUpdate", "UnreachableError", "broker_status", "clean_expired_cq", "cluster_list",
-    "consume_message", "consumer_connection", "consumer_progress", "delete_sub_group",
-    "delete_topic", "format_timestamp", "get_broker_config", "ha_status", "jsonable",
+    "consume_message", "consumer_connection", "consumer_progress", "consumer_status", "delete_sub_group",
+    "delete_topic", "format_timestamp", "get_broker_config", "get_topic_config", "ha_status", "jsonable",
     "parse_timestamp", "print_msg", "producer_connection", "query_msg_by_id", "query_msg_by_key",
     "query_msg_by_offset", "query_msg_by_unique_key", "query_msg_trace_by_id", "queue_ranges", "resend_dlq",
     "reset_offset_by_time", "send_message", "skip_accumulated", "stats_all", "topic_list",

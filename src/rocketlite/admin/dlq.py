@@ -55,19 +55,21 @@ async def resend_dlq(session: AdminSession, group: str, max_messages: int | None
     except TopicNotFoundError as e:
         raise AdminError(f"group {group!r} has no dead letters (no topic {dlq})") from e
     try:
-        return await _resend(session.namesrv, group, dlq, max_messages, idle_s, topic)
+        return await _resend(session, group, dlq, max_messages, idle_s, topic)
     except (MQClientError, MQBrokerError, RemotingError) as e:
         raise AdminError(f"resend of {dlq} failed: {e}") from e
 
 
-async def _resend(namesrv: str, group: str, dlq: str, max_messages: int | None, idle_s: float,
-                  topic: str | None) -> ResendCounts:
+async def _resend(session: AdminSession, group: str, dlq: str, max_messages: int | None,
+                  idle_s: float, topic: str | None) -> ResendCounts:
     counts = ResendCounts()
+    namesrv, creds = session.namesrv, session.credentials
     reader = LitePullConsumer(f"{RESEND_DLQ_GROUP}-{group}"[:120], namesrv_addr=namesrv,
                               consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-                              auto_commit=False)
+                              auto_commit=False, credentials=creds)
     reader.subscribe(dlq)
-    async with Producer(f"{RESEND_DLQ_GROUP}-P"[:120], namesrv_addr=namesrv) as producer:
+    async with Producer(f"{RESEND_DLQ_GROUP}-P"[:120], namesrv_addr=namesrv,
+                        credentials=creds) as producer:
         await reader.start()
         try:
             while counts.stopped is None and (max_messages is None or counts.read < max_messages):

@@ -100,18 +100,26 @@ async def _groups_known(session: AdminSession, masters: list[str]) -> set[str]:
     return groups
 
 
+async def broker_connection(session: AdminSession, addr: str,
+                            group: str) -> ConsumerConnection | None:
+    """The group's members as the broker ``addr`` sees them; None when it has none."""
+    reply = await session.call(
+        addr, RequestCode.GET_CONSUMER_CONNECTION_LIST,
+        GetConsumerConnectionListRequestHeader(consumerGroup=group),
+        accept=(ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE))
+    if reply.code != ResponseCode.SUCCESS:
+        return None
+    return decode(ConsumerConnection, reply, addr, "consumer connection list")
+
+
 async def _connection(session: AdminSession, group: str,
                       masters: list[str]) -> ConsumerConnection | None:
     """The group's members as the masters see them (their union); None when it is offline."""
     merged: ConsumerConnection | None = None
     for addr in masters:
-        reply = await session.call(
-            addr, RequestCode.GET_CONSUMER_CONNECTION_LIST,
-            GetConsumerConnectionListRequestHeader(consumerGroup=group),
-            accept=(ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE))
-        if reply.code != ResponseCode.SUCCESS:
+        cc = await broker_connection(session, addr, group)
+        if cc is None:
             continue
-        cc = decode(ConsumerConnection, reply, addr, "consumer connection list")
         if merged is None:
             merged = cc
         else:

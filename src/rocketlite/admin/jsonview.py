@@ -2,7 +2,8 @@
 
 Dataclass fields become camelCase keys (RocketMQ's own JSON spelling, e.g. ``maxOffset``), the
 protocol's bodies their wire JSON, enums their names and bytes the text ``encode_bytes`` makes
-(base64 unless told otherwise).
+(base64 unless told otherwise). A client connection also gets ``versionDesc``, its ``version``
+ordinal by name (``V3_4_9``), what mqadmin shows and a reader of the JSON needs.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import enum
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from rocketlite.protocol.admin_bodies import ClientConnection, ConsumerConnection, ProducerConnection
 from rocketlite.protocol.bodies import JsonBody
+from rocketlite.protocol.versions import version_desc
 
 BytesEncoder = Callable[[bytes], str]
 
@@ -37,7 +40,7 @@ def jsonable(obj: Any, encode_bytes: BytesEncoder = b64) -> Any:
     if isinstance(obj, enum.Enum):
         return obj.name
     if isinstance(obj, JsonBody):
-        return obj.to_obj()
+        return _body(obj)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {camel(f.name): jsonable(getattr(obj, f.name), encode_bytes)
                 for f in dataclasses.fields(obj)}
@@ -47,3 +50,13 @@ def jsonable(obj: Any, encode_bytes: BytesEncoder = b64) -> Any:
         items = [jsonable(v, encode_bytes) for v in obj]
         return sorted(items, key=repr) if isinstance(obj, set | frozenset) else items
     raise TypeError(f"{type(obj).__name__} is not an admin result")
+
+
+def _body(obj: JsonBody) -> dict[str, Any]:
+    out = obj.to_obj()
+    if isinstance(obj, ClientConnection):
+        out["versionDesc"] = version_desc(obj.version)
+    elif isinstance(obj, ConsumerConnection | ProducerConnection):
+        for c in out.get("connectionSet", ()):
+            c["versionDesc"] = version_desc(c.get("version", 0))
+    return out

@@ -48,7 +48,8 @@ async def send_message(session: AdminSession, topic: str, body: bytes, *,
         msg = Message(topic, body, tags=tags, keys=keys or None, properties=properties or {})
         queue = MessageQueue(topic, broker_name, queue_id) if broker_name is not None \
             and queue_id is not None else None
-        async with Producer(group, namesrv_addr=session.namesrv) as p:
+        async with Producer(group, namesrv_addr=session.namesrv,
+                            credentials=session.credentials) as p:
             r = await p.send(msg, queue)
     except (MQClientError, MQBrokerError, RemotingError) as e:
         raise AdminError(f"cannot send to {topic!r}: {e}") from e

@@ -1,5 +1,6 @@
 """``AdminSession``: one connection pool and the NameServer list, shared by the admin functions of
-one command (or, later, by a dashboard for its lifetime).
+one command (or, later, by a dashboard for its lifetime), and the ACL credentials its requests
+are signed with.
 
 Every request goes through :meth:`AdminSession.call`, which turns what can go wrong on the wire
 (no connection, no answer in time, an error code) into an :class:`AdminError` naming the peer and
@@ -12,13 +13,16 @@ from collections.abc import Iterable
 from types import TracebackType
 from typing import Self, TypeVar
 
+from rocketlite.acl.sign import Credentials
 from rocketlite.admin.errors import AdminError, TopicNotFoundError, UnreachableError
 from rocketlite.common.errors import FormatError, RemotingError
 from rocketlite.protocol.bodies import BrokerData, ClusterInfo, JsonBody, TopicList, TopicRouteData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.headers import GetRouteInfoRequestHeader, Header
+from rocketlite.remoting.acl_gate import request_signer
 from rocketlite.remoting.client import RemotingClient
+from rocketlite.remoting.tls import TlsOption
 
 B = TypeVar("B", bound=JsonBody)
 
@@ -48,13 +52,20 @@ def split_namesrv(namesrv: str | None) -> list[str]:
 
 class AdminSession:
     """The client side of the admin functions: a ``RemotingClient``, the NameServers to ask (in
-    order, the next one when one cannot be reached) and a per-request timeout."""
+    order, the next one when one cannot be reached) and a per-request timeout; ``tls`` as
+    ``RemotingClient``'s (True, or an ``ssl.SSLContext``)."""
 
-    def __init__(self, namesrv: str | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(self, namesrv: str | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 tls: TlsOption = None, credentials: Credentials | None = None) -> None:
         self.namesrv = namesrv or ""
         self.namesrvs = split_namesrv(namesrv)
         self.timeout_s = timeout_s
-        self.client = RemotingClient(connect_timeout=min(3.0, timeout_s))
+        # ACL: every request is signed with these (and the producers and consumers the admin
+        # functions start take them too)
+        self.credentials = credentials
+        self.client = RemotingClient(
+            connect_timeout=min(3.0, timeout_s), tls=tls,
+            signer=None if credentials is None else request_signer(credentials))
 
     async def __aenter__(self) -> Self:
         return self

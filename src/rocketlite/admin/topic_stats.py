@@ -9,8 +9,8 @@ DELETE_TOPIC_IN_NAMESRV (216, for that cluster) on every NameServer, as mqadmin 
 ``stats_all``: per topic, and per group consuming it (QUERY_TOPIC_CONSUME_BY_WHO, 300), what the
 brokers can tell: the messages each queue holds and has ever taken (202), each group's lag and
 online members (208, 203). The tps figures are the brokers' own (``topicPutTps``,
-``consumeTps``), shown as answered: rocketlite's brokers do not measure them yet and answer 0.
-No figure is computed from time windows here.
+``consumeTps``), shown as answered: rocketlite's brokers give the last minute's rates (0 when
+their metrics are off). No figure is computed from time windows here.
 """
 
 from __future__ import annotations

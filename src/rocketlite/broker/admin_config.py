@@ -9,6 +9,7 @@ Updating: the keys below take effect at once; any other key is refused and the u
 nothing (the remark names the key and why), unlike Java, which stores every known key and leaves
 most to take effect at the next start. Values are checked as in ``broker.conf`` (a bad one is
 refused the same way). Updates are not written back to ``broker.conf``: a restart reads the file.
+A key's alias (``metricsPromExporterPort`` for ``metricsPort``) is taken for the key.
 
 ========================================  ========================================================
 hot key                                   takes effect
@@ -40,7 +41,7 @@ from typing import TYPE_CHECKING
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.common.errors import ConfigError
 from rocketlite.protocol.bodies import DataVersion
-from rocketlite.store.config import load_properties
+from rocketlite.store.config import key_aliases, load_properties
 
 if TYPE_CHECKING:
     from rocketlite.broker.broker import Broker
@@ -88,6 +89,8 @@ class BrokerConfigAdmin:
         changed, with their new values. ConfigRefused names the first key that cannot change."""
         b = self.broker
         known = self.properties()
+        aliases = key_aliases(BrokerConfig)  # RocketMQ 5's metricsPromExporterPort: metricsPort
+        props = {aliases.get(k, k): v for k, v in props.items()}
         for key in props:
             if key not in known:
                 raise ConfigRefused(f"{key}: not a configuration key of this broker")

@@ -5,12 +5,14 @@ QUERY_TOPICS_BY_CONSUMER 343: a TopicList with this broker's address), ``admin_g
 (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP 200, GET_SUBSCRIPTIONGROUP_CONFIG 352: the group's
 SubscriptionGroupConfig or SUBSCRIPTION_GROUP_NOT_EXIST "No group in this broker",
 DELETE_SUBSCRIPTIONGROUP 207, INVOKE_BROKER_TO_RESET_OFFSET 222) and ``admin_config``
-(GET_BROKER_CONFIG 26, UPDATE_BROKER_CONFIG 25), and CLEAN_EXPIRED_CONSUMEQUEUE (306, the
+(GET_BROKER_CONFIG 26, UPDATE_BROKER_CONFIG 25), GET_TOPIC_CONFIG (351, 5.x: one topic's
+TopicConfigAndQueueMapping), and CLEAN_EXPIRED_CONSUMEQUEUE (306, the
 store's ``drop_expired_queues``: queues whose messages all left the CommitLog, not of system
 topics (``topics.keeps_queues``), are dropped and start again at offset 0, as in Java). Codes,
 headers, bodies and remarks are Java's (``protocol.admin_headers``, ``protocol.admin_bodies``):
 
-- 202 on an unknown topic: TOPIC_NOT_EXIST "topic[T] not exist".
+- 202 on an unknown topic: TOPIC_NOT_EXIST "topic[T] not exist"; 351 on one: TOPIC_NOT_EXIST
+  "No topic in this broker. topic: T".
 - 203 for a group without online members: CONSUMER_NOT_ONLINE "the consumer group[G] not online";
   204 for a producer group without any: SYSTEM_ERROR "the producer group[G] not exist".
 - 200 with a bad group name: INVALID_PARAMETER (Java's ``validateGroup`` remark).
@@ -26,6 +28,7 @@ headers, bodies and remarks are Java's (``protocol.admin_headers``, ``protocol.a
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from typing import TYPE_CHECKING
 
@@ -41,7 +44,12 @@ from rocketlite.broker.admin_stats import AdminStats
 from rocketlite.broker.subscriptions import SubscriptionGroupConfig
 from rocketlite.broker.topics import keeps_queues
 from rocketlite.common.errors import BodyError
-from rocketlite.protocol.admin_bodies import GroupList, ResetOffsetBody, ResetOffsetBodyForC
+from rocketlite.protocol.admin_bodies import (
+    GroupList,
+    ResetOffsetBody,
+    ResetOffsetBodyForC,
+    TopicConfigAndQueueMapping,
+)
 from rocketlite.protocol.admin_headers import (
     DeleteSubscriptionGroupRequestHeader,
     GetBrokerConfigResponseHeader,
@@ -49,12 +57,13 @@ from rocketlite.protocol.admin_headers import (
     GetConsumeStatsRequestHeader,
     GetProducerConnectionListRequestHeader,
     GetSubscriptionGroupConfigRequestHeader,
+    GetTopicConfigRequestHeader,
     GetTopicStatsInfoRequestHeader,
     QueryTopicConsumeByWhoRequestHeader,
     QueryTopicsByConsumerRequestHeader,
     ResetOffsetRequestHeader,
 )
-from rocketlite.protocol.bodies import MessageQueue, TopicList
+from rocketlite.protocol.bodies import MessageQueue, TopicConfig, TopicList
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.remoting.connection import Connection
@@ -65,6 +74,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RC = ResponseCode
+TOPIC_CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(TopicConfig))
 
 
 class AdminRemoting:
@@ -78,6 +88,7 @@ class AdminRemoting:
         server = self.broker.server
         for code, fn in (
             (RequestCode.GET_TOPIC_STATS_INFO, self.topic_stats),
+            (RequestCode.GET_TOPIC_CONFIG, self.topic_config),
             (RequestCode.GET_CONSUME_STATS, self.consume_stats),
             (RequestCode.GET_CONSUMER_CONNECTION_LIST, self.consumer_connections),
             (RequestCode.GET_PRODUCER_CONNECTION_LIST, self.producer_connections),
@@ -101,6 +112,14 @@ class AdminRemoting:
         if table is None:
             return cmd.response(RC.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
         return cmd.response(RC.SUCCESS, None, None, table.to_json())
+
+    def topic_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        h = GetTopicConfigRequestHeader.from_ext(cmd.ext_fields)
+        tc = self.broker.topics.get(h.topic)
+        if tc is None:
+            return cmd.response(RC.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {h.topic}")
+        body = TopicConfigAndQueueMapping(**{f: getattr(tc, f) for f in TOPIC_CONFIG_FIELDS})
+        return cmd.response(RC.SUCCESS, None, None, body.to_json())
 
     def consume_stats(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = GetConsumeStatsRequestHeader.from_ext(cmd.ext_fields)

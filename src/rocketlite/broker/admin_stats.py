@@ -14,8 +14,8 @@
   on it; the topics of a group: those it committed offsets on.
 - Connections: the online members of a consumer or producer group, as their heartbeats announced
   them (client id, language, version) with the address they connect from.
-
-Rates are not measured per topic or group: ``topicPutTps`` and ``consumeTps`` are 0.0.
+- Rates: ``topicPutTps`` is the topic's put rate, ``consumeTps`` the group's delivery rate summed
+  over the topics answered, both over the last minute (``rates``; 0.0 with metrics off).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class AdminStats:
             last = max(0, store.message_store_time(topic, qid, hi - 1)) if hi > 0 else 0
             table[self._mq(topic, qid)] = TopicOffset(minOffset=lo, maxOffset=hi,
                                                       lastUpdateTimestamp=last)
-        return TopicStatsTable(offsetTable=table)
+        return TopicStatsTable(offsetTable=table, topicPutTps=b.rates.put_tps(topic))
 
     def consume_stats(self, group: str, topic: str | None = None,
                       topic_list: Iterable[str] = ()) -> ConsumeStats:
@@ -76,6 +76,7 @@ class AdminStats:
             tc = b.topics.get(name)
             if tc is None:
                 continue
+            stats.consumeTps += b.rates.consume_tps(name, group)
             for qid in range(tc.readQueueNums):
                 stats.offsetTable[self._mq(name, qid)] = self._progress(group, name, qid)
         return stats

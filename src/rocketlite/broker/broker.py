@@ -26,7 +26,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from rocketlite.acl.plain_file import acl_path
 from rocketlite.broker.admin import AdminProcessor
+from rocketlite.broker.admin_clients import ClientCalls
 from rocketlite.broker.admin_remoting import AdminRemoting
 from rocketlite.broker.client_processor import ClientProcessor
 from rocketlite.broker.clients import ConsumerManager, ProducerManager
@@ -43,6 +45,7 @@ from rocketlite.broker.offsets import ConsumerOffsetManager
 from rocketlite.broker.pop.processor import PopProcessor
 from rocketlite.broker.pop.service import PopService
 from rocketlite.broker.pull import PullProcessor
+from rocketlite.broker.rates import Rates
 from rocketlite.broker.recall import RecallProcessor
 from rocketlite.broker.schedule import ScheduleMessageService
 from rocketlite.broker.send import SendProcessor
@@ -56,9 +59,11 @@ from rocketlite.protocol.bodies import RegisterBrokerBody
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.headers import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
+from rocketlite.remoting.acl_gate import AclGate
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection
 from rocketlite.remoting.server import RemotingServer
+from rocketlite.remoting.tls import TlsSettings
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.message import MessageToStore
 from rocketlite.store.message_store import MessageStore
@@ -99,9 +104,12 @@ class BrokerStats:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, store_config: StoreConfig) -> None:
+    def __init__(self, config: BrokerConfig, store_config: StoreConfig,
+                 tls: TlsSettings | None = None) -> None:
         check_role(config, store_config)
         self.config = config
+        self.tls = tls or TlsSettings()  # the Remoting port's, the gRPC front's, the NameServers'
+
         self.store_config = store_config
         self.store = MessageStore(store_config)
         # Controller mode (``ha.role``): start as a slave; the controller's state decides.
@@ -118,7 +126,11 @@ class Broker:
         self.slave_sync = SlaveSynchronize(self) if self.slave else None
         self.server = RemotingServer(
             "0.0.0.0", store_config.listen_port, name="broker", limits=config.remoting_limits(),
+            tls=self.tls.server,
         )
+        # ACL (aclEnable): each request is checked against plain_acl.yml before its processor.
+        self.acl = AclGate(acl_path(config.acl_file)) if config.acl_enable else None
+        self.server.gate = self.acl
         cfg_dir = store_config.config_dir
         self.topics = TopicConfigManager(config, cfg_dir / "topics.json")
         self.offsets = ConsumerOffsetManager(cfg_dir / "consumerOffset.json")
@@ -129,12 +141,14 @@ class Broker:
         self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time)
         self.hold = PullRequestHoldService(config.max_held_pulls)
         self.stats = BrokerStats()
-        self.client = RemotingClient(on_close=self._connection_closed)
+        self.client = RemotingClient(on_close=self._connection_closed, tls=self.tls.client)
         self._reregister_at = 0.0  # loop time of the last registration a closed connection asked
         # Prometheus metrics (``metrics``): the hot paths fold into it per batch; None when
         # metricsPort=0 (then they do nothing at all). Served by ``metrics_http.MetricsServer``.
         self.metrics = (BrokerMetrics(store_config.mapped_file_size_commit_log)
                         if config.metrics_port else None)
+        # topicPutTps / consumeTps for the admin tools, sampled from ``metrics`` (``rates``)
+        self.rates = Rates()
         self.boot_timestamp = now_ms()
         # Where a message is stored instead of its topic (transaction half messages, timers,
         # delay levels): each diverter returns the message to store instead, or None to pass;
@@ -153,7 +167,9 @@ class Broker:
         self.admin = AdminProcessor(self)
         self.clients = ClientProcessor(self)
         self.admin_tools = AdminRemoting(self)  # mqadmin's stats, groups, resets, config
-        for p in (self.send, self.pull, self.admin, self.clients, self.admin_tools):
+        self.client_calls = ClientCalls(self)  # admin requests relayed to a client
+        for p in (self.send, self.pull, self.admin, self.clients, self.admin_tools,
+                  self.client_calls):
             p.register()
         # Transactional half messages first (index 0): a prepared message is neither timed nor
         # delayed until its commit, which goes through the diverters again.
@@ -199,11 +215,15 @@ class Broker:
                 await asyncio.to_thread(self.schedule.start)
             self.topics.persist_or_log()  # a full disk must not keep the broker from starting
             await self.server.start()
+            if self.acl is not None:
+                self.acl.start()
             if self.ha_server is not None:
                 await self.ha_server.start()
             if self.ha_client is not None:
                 await self.ha_client.start()
         except BaseException:
+            if self.acl is not None:
+                self.acl.close()
             await self._close_ha()
             await self.server.close()
             await asyncio.to_thread(self.schedule.shutdown)
@@ -244,6 +264,8 @@ class Broker:
         if not self.running:
             return
         self.running = False
+        if self.acl is not None:
+            self.acl.close()
         if self.role is not None:
             try:  # first: revoking the lease lets the controller elect another master at once
                 await self.role.close()
@@ -452,6 +474,8 @@ class Broker:
 
     async def _persist_loop(self) -> None:
         interval = self.config.flush_consumer_offset_interval / 1000
+        if self.metrics is not None:  # the rates' first window starts now
+            self.rates.sample(self.metrics)
         while True:
             await asyncio.sleep(interval)
             try:
@@ -459,6 +483,8 @@ class Broker:
             except Exception as e:  # noqa: BLE001 - retried next interval (still dirty)
                 log.error("cannot persist consumer offsets: %s", e)
             self.stats.sample()
+            if self.metrics is not None:
+                self.rates.sample(self.metrics)
 
     async def _scan_loop(self) -> None:
         while True:

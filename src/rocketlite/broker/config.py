@@ -52,6 +52,8 @@ traceTopicEnable                  trace_topic_enable                  false
 msgTraceTopicName                 msg_trace_topic_name                RMQ_SYS_TRACE_TOPIC
 metricsPort                       metrics_port                        5557                port, 0: off
 dashboardPort                     dashboard_port                      8082                port, 0: off
+aclEnable                         acl_enable                          false
+aclFile                           acl_file                            $ROCKETMQ_HOME/conf/plain_acl.yml
 ================================  ==================================  ==================  =====
 
 The Remoting keys bound what one client can cost the broker (``remoting/limits.py``):
@@ -63,6 +65,10 @@ broker stops reading from that client until it has read its replies down to the 
 ``maxBufferedFrameBytes`` (not a RocketMQ key) bounds the bytes of incomplete frames of all
 connections together; past it the connections holding the largest are closed. The NameServer of
 ``rocketlite start`` uses the same values.
+
+TLS (``tlsServerMode``, ``tls.server.*``, ``tls.enable``, ``tls.client.*``) is read from the same
+file into ``remoting.tls.TlsSettings``, not into this class: ``getBrokerConfig`` never shows a
+key's password (docs/security.md).
 
 The listening address is the store's (``brokerIP1``, ``listenPort``): it is also written into
 every message id. ``rebalanceLockMaxLiveTime`` is Java's ``rocketmq.broker.rebalance.
@@ -85,6 +91,12 @@ Controller mode (issue 20, ``broker/ha/role.py``): with ``enableControllerMode=t
 registers its replica with a lease of ``controllerLeaseTtl`` seconds (not a RocketMQ key) and
 takes the role the controller's state names; ``brokerRole`` is then only the role it runs as
 when master (SLAVE there means ASYNC_MASTER), and ``brokerId`` (above 0) names the replica.
+
+``metricsPort`` is also read under RocketMQ 5's name for it, ``metricsPromExporterPort`` (either
+key sets it; both with different values is refused), so a RocketMQ 5 broker.conf carries over.
+With ``aclEnable`` every Remoting request is checked against ``aclFile`` (not a RocketMQ key:
+Java reads ``$ROCKETMQ_HOME/conf/plain_acl.yml``, the default here too, ``./conf`` without
+``ROCKETMQ_HOME``) before its processor runs (``remoting/acl_gate.py``, docs/security.md).
 
 With ``traceTopicEnable`` the broker creates the message trace topic ``msgTraceTopicName`` (one
 queue) at start, as Java does, for clients that write traces (``client/trace.py``).
@@ -185,10 +197,15 @@ class BrokerConfig:
     controller_lease_ttl: int = field(default=3, metadata=_key("controllerLeaseTtl"))
     trace_topic_enable: bool = field(default=False, metadata=_key("traceTopicEnable"))
     msg_trace_topic_name: str = field(default="RMQ_SYS_TRACE_TOPIC", metadata=_key("msgTraceTopicName"))
-    # Prometheus' /metrics (RocketMQ 5's metricsPromExporterPort, 5557); 0: no metrics at all
-    metrics_port: int = field(default=5557, metadata=_key("metricsPort"))
+    # Prometheus' /metrics (5557); 0: no metrics at all. RocketMQ 5 names it
+    # metricsPromExporterPort: broker.conf (and updateBrokerConfig) take that name too
+    metrics_port: int = field(default=5557, metadata={"key": "metricsPort",
+                                                      "aliases": ("metricsPromExporterPort",)})
     # the web dashboard (rocketlite.dashboard) on loopback, served by the broker's process; 0: off
     dashboard_port: int = field(default=8082, metadata=_key("dashboardPort"))
+    # ACL (rocketlite.acl): check every request against plain_acl.yml; "" : the default path
+    acl_enable: bool = field(default=False, metadata=_key("aclEnable"))
+    acl_file: str = field(default="", metadata=_key("aclFile"))
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -212,7 +229,7 @@ class BrokerConfig:
                               "must be within 0..100")
         if self.revive_queue_num > 64:
             raise ConfigError(f"reviveQueueNum={self.revive_queue_num}: at most 64")
-        for key, port in (("metricsPort", self.metrics_port),
+        for key, port in (("metricsPort (metricsPromExporterPort)", self.metrics_port),
                           ("dashboardPort", self.dashboard_port)):
             if not 0 <= port <= 65535:
                 raise ConfigError(f"{key}={port}: must be within 0..65535 (0: off)")

@@ -38,7 +38,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from rocketlite.broker.metrics import BrokerMetrics
 from rocketlite.broker.topics import is_system_topic
 from rocketlite.protocol.bodies import ConsumeType
-from rocketlite.protocol.codes import MQVersion
+from rocketlite.protocol.versions import version_desc
 
 if TYPE_CHECKING:
     from rocketlite.broker.broker import Broker
@@ -54,13 +54,6 @@ _SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"
 
 def _bool(v: bool) -> str:
     return "true" if v else "false"
-
-
-def _version(ordinal: int) -> str:
-    try:
-        return MQVersion(ordinal).name
-    except ValueError:
-        return str(ordinal)
 
 
 def _store_bytes(root: Path) -> int:
@@ -172,7 +165,7 @@ class BrokerCollector(Collector):
         producers: dict[tuple[str, str], int] = {}
         for members in list(b.producers.groups.values()):
             for info in list(members.values()):
-                key = (info.language, _version(info.version))
+                key = (info.language, version_desc(info.version))
                 producers[key] = producers.get(key, 0) + 1
         fam = self._family(GaugeMetricFamily, "rocketmq_producer_connections", "Producer "
                            "connections", ("language", "version", "protocol_type"))
@@ -183,7 +176,7 @@ class BrokerCollector(Collector):
         for group, ginfo in list(b.consumers.groups.items()):
             mode = _CONSUME_MODE.get(ginfo.consume_type, "") if ginfo.consume_type else ""
             for info in list(ginfo.channels.values()):
-                ckey = (group, info.language, _version(info.version), mode)
+                ckey = (group, info.language, version_desc(info.version), mode)
                 consumers[ckey] = consumers.get(ckey, 0) + 1
         fam = self._family(GaugeMetricFamily, "rocketmq_consumer_connections", "Consumer "
                            "connections", ("consumer_group", "language", "version",

@@ -98,7 +98,7 @@ def stats_all_command(
     as_json: AsJson = False, debug: Debug = False,
 ) -> None:
     """Per topic and consuming group: messages held and ever stored, the group's lag and online
-    members. TPS columns are the brokers' own figures (rocketlite's brokers answer 0 today)."""
+    members. TPS columns are the brokers' own figures (rocketlite's: the last minute's rates)."""
     bar = ProgressBar("statsAll")
     with bar:
         stats = run(lambda s: stats_all(s, topic, on_total=bar.total, on_progress=bar.advance),

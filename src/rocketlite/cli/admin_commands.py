@@ -2,8 +2,8 @@
 over), over ``rocketlite.admin``: each command parses its options, calls one library function
 through the shared error path (``admin_common.run``) and renders the result as rich tables, or as
 JSON with ``--json``. Clusters and brokers live here; topics in ``admin_topics``, messages in
-``admin_messages``, groups and offsets in ``admin_groups``, broker configuration and statsAll in
-``admin_brokers``, queryMsgTraceById in ``admin_trace``.
+``admin_messages``, groups and offsets in ``admin_groups``, consumerStatus in ``admin_consumers``,
+broker configuration and statsAll in ``admin_brokers``, queryMsgTraceById in ``admin_trace``.
 
 =====================  =================================================================
 clusterList            brokers of each cluster with their version, tps and today's counts
@@ -31,16 +31,51 @@ from rocketlite.admin import (
     resend_dlq,
 )
 from rocketlite.admin.timeparse import format_timestamp
-from rocketlite.cli import admin_brokers, admin_groups, admin_messages, admin_topics, admin_trace
-from rocketlite.cli.admin_common import AsJson, Debug, Namesrv, console, print_json, run
+from rocketlite.cli import (
+    admin_brokers,
+    admin_consumers,
+    admin_groups,
+    admin_messages,
+    admin_topics,
+    admin_trace,
+)
+from rocketlite.cli.admin_common import (
+    AccessKey,
+    AsJson,
+    Debug,
+    Namesrv,
+    SecretKey,
+    TlsCa,
+    TlsCert,
+    TlsChoice,
+    TlsFlag,
+    TlsKey,
+    console,
+    print_json,
+    run,
+    set_credentials,
+)
 
 admin_app = typer.Typer(help="Operate a running cluster (mqadmin's commands).",
                         no_args_is_help=True)
+
 
 BrokerAddr = Annotated[str | None, typer.Option("-b", "--broker-addr",
                                                 help="the broker to ask, host:port")]
 Cluster = Annotated[str | None, typer.Option("-c", "--cluster",
                                              help="every master of this cluster (needs -n)")]
+
+
+@admin_app.callback()
+def admin_options(tls: TlsFlag = False, ca: TlsCa = None, cert: TlsCert = None,
+                  key: TlsKey = None, access_key: AccessKey = None,
+                  secret_key: SecretKey = None) -> None:
+    """Options of every admin command, before its name (``rocketlite admin --tls --ca ca.pem
+    topicList -n host:9876``): TLS, and with an ACL the keys to sign with (--access-key and
+    --secret-key, or $ROCKETLITE_ACCESS_KEY and $ROCKETLITE_SECRET_KEY)."""
+    set_credentials(access_key, secret_key)
+    TlsChoice.enabled = tls or ca is not None
+    TlsChoice.ca, TlsChoice.cert, TlsChoice.key = ca, cert, key
 
 
 def _one_target(broker_addr: str | None, cluster: str | None, namesrv: str | None) -> None:
@@ -187,5 +222,6 @@ def resend_dlq_command(
 admin_topics.register(admin_app)
 admin_messages.register(admin_app)
 admin_groups.register(admin_app)
+admin_consumers.register(admin_app)
 admin_brokers.register(admin_app)
 admin_trace.register(admin_app)

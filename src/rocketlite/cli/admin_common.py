@@ -24,10 +24,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from rocketlite.acl.sign import Credentials
 from rocketlite.admin import AdminSession, MessageView, jsonable, parse_timestamp
 from rocketlite.admin.timeparse import format_timestamp
 from rocketlite.cli.errors import debugging, reported
 from rocketlite.cli.term import console as console  # re-exported: the admin modules print with it
+from rocketlite.remoting.tls import TlsOption, make_client_context
 
 T = TypeVar("T")
 
@@ -43,6 +45,30 @@ End = Annotated[str | None, typer.Option(
     "-e", "--end", help="to this store time: ms since the epoch or yyyy-MM-dd#HH:mm:ss:SSS")]
 
 
+ACCESS_KEY_ENV = "ROCKETLITE_ACCESS_KEY"
+SECRET_KEY_ENV = "ROCKETLITE_SECRET_KEY"
+AccessKey = Annotated[str | None, typer.Option(
+    "--access-key", envvar=ACCESS_KEY_ENV,
+    help=f"ACL access key: requests are signed (default: ${ACCESS_KEY_ENV})")]
+SecretKey = Annotated[str | None, typer.Option(
+    "--secret-key", envvar=SECRET_KEY_ENV,
+    help=f"ACL secret key, with --access-key (default: ${SECRET_KEY_ENV})")]
+_credentials: list[Credentials | None] = [None]  # set by the admin group's options
+
+
+def acl_credentials(access_key: str | None, secret_key: str | None) -> Credentials | None:
+    """``--access-key``/``--secret-key`` as credentials (both keys, or neither: None)."""
+    if (access_key is None) != (secret_key is None):
+        raise typer.BadParameter("give both --access-key and --secret-key, or neither",
+                                 param_hint="--access-key/--secret-key")
+    return None if access_key is None or secret_key is None else Credentials(access_key, secret_key)
+
+
+def set_credentials(access_key: str | None, secret_key: str | None) -> None:
+    """The ACL credentials every admin command of this run signs with (both keys, or neither)."""
+    _credentials[0] = acl_credentials(access_key, secret_key)
+
+
 class BodyFormat(enum.StrEnum):
     TEXT = "text"
     HEX = "hex"
@@ -55,6 +81,40 @@ BodyOpt = Annotated[BodyFormat | None, typer.Option(
                    "base64 with --json)")]
 
 
+TlsFlag = Annotated[bool, typer.Option(
+    "--tls", envvar="ROCKETLITE_TLS",
+    help="connect with TLS (to tlsServerMode=permissive or enforcing servers)")]
+TlsCa = Annotated[str | None, typer.Option(
+    "--ca", envvar="ROCKETLITE_TLS_CA",
+    help="TLS: the CA certificates (PEM) to trust (default: the system's); implies --tls")]
+TlsCert = Annotated[str | None, typer.Option(
+    "--cert", envvar="ROCKETLITE_TLS_CERT", help="TLS: a client certificate (PEM), for mutual TLS")]
+TlsKey = Annotated[str | None, typer.Option(
+    "--key", envvar="ROCKETLITE_TLS_KEY", help="TLS: the client certificate's key")]
+
+
+def tls_option(tls: bool, ca: str | None, cert: str | None, key: str | None) -> TlsOption:
+    """The client context ``--tls``/``--ca``/``--cert``/``--key`` ask for (None: plain); a bad
+    file is a ConfigError naming it."""
+    if not tls and ca is None:
+        return None
+    return make_client_context(ca, cert, key)
+
+
+class TlsChoice:
+    """The admin group's TLS options (``admin_commands.admin_options``), for every command's
+    session (``run``; a bad file is reported there)."""
+
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+    enabled = False
+
+    @classmethod
+    def option(cls) -> TlsOption:
+        return tls_option(cls.enabled, cls.ca, cls.cert, cls.key)
+
+
 def run(make: Callable[[AdminSession], Awaitable[T]], namesrv: str | None, debug: bool) -> T:
     """``make(session)`` on a fresh event loop and session; the shared error path (module doc,
     ``rocketlite.cli.errors``)."""
@@ -62,7 +122,8 @@ def run(make: Callable[[AdminSession], Awaitable[T]], namesrv: str | None, debug
         logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
 
     async def go() -> T:
-        async with AdminSession(namesrv) as session:
+        async with AdminSession(namesrv, tls=TlsChoice.option(),
+                                credentials=_credentials[0]) as session:
             return await make(session)
 
     with reported(debug):

@@ -46,6 +46,7 @@ from rocketlite.cli.admin_common import (
     timestamp,
     true_false,
 )
+from rocketlite.protocol.versions import version_desc
 
 Group = Annotated[str, typer.Option("-g", "--group", help="the consumer group")]
 BrokerAddr = Annotated[str | None, typer.Option("-b", "--broker-addr",
@@ -110,7 +111,8 @@ def consumer_progress_command(
 
 def consumer_connection_command(group: Group, namesrv: Namesrv = None, as_json: AsJson = False,
                                 debug: Debug = False) -> None:
-    """A group's online members (client id, address, language, version) and subscriptions."""
+    """A group's online members (client id, address, language, version by name, as mqadmin
+    shows it) and subscriptions."""
     cc = run(lambda s: consumer_connection(s, group), namesrv, debug)
     if as_json:
         print_json(cc)
@@ -120,7 +122,8 @@ def consumer_connection_command(group: Group, namesrv: Namesrv = None, as_json: 
     for col in ("#", "#ClientId", "#ClientAddr", "#Language", "#Version"):
         t.add_column(col)
     for i, c in enumerate(sorted(cc.connectionSet), 1):
-        t.add_row(str(i), Text(c.clientId), Text(c.clientAddr), c.language, str(c.version))
+        t.add_row(str(i), Text(c.clientId), Text(c.clientAddr), c.language,
+                  version_desc(c.version))
     out.print(t)
     subs = Table(title=f"{group}: subscriptions")
     subs.add_column("#Topic")
@@ -146,7 +149,8 @@ def producer_connection_command(
         return
     out = console()
     for i, c in enumerate(conns, 1):
-        out.print(f"{i:04d}  {c.clientId:<40} {c.clientAddr:<22} {c.language:<8} {c.version}",
+        out.print(f"{i:04d}  {c.clientId:<40} {c.clientAddr:<22} {c.language:<8} "
+                  f"{version_desc(c.version)}",
                   highlight=False, markup=False)
 
 

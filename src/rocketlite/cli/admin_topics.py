@@ -6,6 +6,7 @@ topicList              every topic the NameServer routes
 topicRoute             a topic's brokers and queues (-t)
 updateTopic            create or change a topic on a broker (-b) or each master (-c)
 topicStatus            each queue's min and max offsets and last store time (-t)
+getTopicConfig         a topic's config as each broker holds it (-t; -b, -c or its route)
 deleteTopic            delete a topic from a cluster's masters, then the NameServers (-t -c)
 =====================  =================================================================
 """
@@ -18,7 +19,14 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from rocketlite.admin import delete_topic, topic_list, topic_route, topic_status, update_topic
+from rocketlite.admin import (
+    delete_topic,
+    get_topic_config,
+    topic_list,
+    topic_route,
+    topic_status,
+    update_topic,
+)
 from rocketlite.admin.timeparse import format_timestamp
 from rocketlite.cli.admin_common import AsJson, Debug, Namesrv, Topic, console, print_json, run
 
@@ -113,6 +121,38 @@ def topic_status_command(topic: Topic, namesrv: Namesrv = None, as_json: AsJson 
     console().print(t)
 
 
+def get_topic_config_command(
+    topic: Topic,
+    namesrv: Namesrv = None,
+    broker_addr: Annotated[str | None, typer.Option(
+        "-b", "--broker-addr", help="ask this broker, host:port")] = None,
+    cluster: Annotated[str | None, typer.Option(
+        "-c", "--cluster", help="ask every master of this cluster (needs -n)")] = None,
+    as_json: AsJson = False, debug: Debug = False,
+) -> None:
+    """A topic's config as each broker holds it (GET_TOPIC_CONFIG): queue numbers, perm, order,
+    filter type, attributes. Without -b or -c: every master of the topic's route."""
+    if broker_addr is not None and cluster is not None:
+        raise typer.BadParameter("give at most one of -b/--broker-addr and -c/--cluster",
+                                 param_hint="-b/-c")
+    found = run(lambda s: get_topic_config(s, topic, broker_addr=broker_addr, cluster=cluster),
+                namesrv, debug)
+    if as_json:
+        print_json(found)
+        return
+    t = Table(title=topic)
+    for col in ("#Broker", "#Read Queues", "#Write Queues", "#Perm", "#Order", "#Filter",
+                "#SysFlag", "#Attributes"):
+        t.add_column(col, justify="right" if "Queues" in col or col in ("#Perm", "#SysFlag")
+                     else "left")
+    for bc in found:
+        c = bc.config
+        attrs = ",".join(f"{k}={v}" for k, v in sorted(c.attributes.items()))
+        t.add_row(Text(bc.address), str(c.readQueueNums), str(c.writeQueueNums), str(c.perm),
+                  str(c.order).lower(), c.topicFilterType.name, str(c.topicSysFlag), Text(attrs))
+    console().print(t)
+
+
 def delete_topic_command(
     topic: Topic,
     cluster: Annotated[str, typer.Option("-c", "--cluster",
@@ -138,4 +178,5 @@ def register(app: typer.Typer) -> None:
     app.command("topicRoute")(topic_route_command)
     app.command("updateTopic")(update_topic_command)
     app.command("topicStatus")(topic_status_command)
+    app.command("getTopicConfig")(get_topic_config_command)
     app.command("deleteTopic")(delete_topic_command)

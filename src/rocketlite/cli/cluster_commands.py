@@ -16,11 +16,15 @@ is in the group's SyncStateSet (``cluster_etcd.wait_elected``). Topics then go t
 whichever the controller elects later has them. ``--controller etcd://host:port`` uses an
 existing etcd and starts none.
 
+Last it starts the cluster's web dashboard (``rocketlite dashboard`` over the NameServers, its
+own process, so a broker's failover does not take it away); each broker serves Prometheus'
+``/metrics`` on its own port (``cluster_plan``). ``up`` and ``status`` print both.
+
 ``down`` sends SIGTERM to exactly the recorded PIDs whose start time still matches (a PID the
-kernel gave to another process since is left alone), brokers before NameServers so they
-unregister, etcd last, waits, and sends SIGKILL to what is left after ``--timeout``. Stores and
-logs stay; the PIDs are cleared from ``cluster.json``, so ``down`` is idempotent and ``up`` can
-start the same directory again.
+kernel gave to another process since is left alone), the dashboard first, brokers before
+NameServers so they unregister, etcd last, waits, and sends SIGKILL to what is left after
+``--timeout``. Stores and logs stay; the PIDs are cleared from ``cluster.json``, so ``down`` is
+idempotent and ``up`` can start the same directory again.
 """
 
 from __future__ import annotations
@@ -49,7 +53,9 @@ from rocketlite.cli.cluster_etcd import (
 )
 from rocketlite.cli.cluster_plan import (
     CLUSTER_NAME,
+    DASHBOARD,
     ETCD,
+    MAIN_PORT,
     STATE_FILE,
     ClusterError,
     ClusterPlan,
@@ -127,22 +133,38 @@ def _table(state: ClusterState, title: str, dir: Path,  # noqa: A002
     """The nodes; ``alive`` adds whether each runs, ``now`` (controller mode) the role the
     route gives each broker now."""
     t = Table(title=title)
-    for col in ("node", "role", *(["now"] if now is not None else []), "pid", "port", "ha",
-                "grpc"):
-        t.add_column(col, justify="right" if col in ("pid", "port", "ha", "grpc") else "left")
+    numbers = ("pid", "port", "ha", "grpc", "metrics")
+    for col in ("node", "role", *(["now"] if now is not None else []), *numbers):
+        t.add_column(col, justify="right" if col in numbers else "left")
     if alive is not None:
         t.add_column("state")
     t.add_column("log")
     for rec in state.nodes:
+        main = MAIN_PORT.get(rec.kind, "remoting")
         row = [rec.name, rec.role, *([now.get(rec.name, "-")] if now is not None else []),
                str(rec.pid) if rec.pid is not None else "-",
                *(str(rec.ports[k]) if k in rec.ports else "-"
-                 for k in ("client" if rec.kind == ETCD else "remoting", "ha", "grpc"))]
+                 for k in (main, "ha", "grpc", "metrics"))]
         if alive is not None:
             row.append("[green]running[/]" if alive[rec.name] else "[red]stopped[/]")
         row.append(_rel(rec.log, dir))
         t.add_row(*row)
     return t
+
+
+def _print_nodes(state: ClusterState, title: str, dir: Path,  # noqa: A002
+                 alive: dict[str, bool] | None = None, now: dict[str, str] | None = None) -> None:
+    """The table of nodes, and under it where the dashboard is and the brokers' ``/metrics``
+    as the ``targets`` of a Prometheus scrape config."""
+    console.print(_table(state, title, dir, alive, now))
+    dash = next((r.url for r in state.nodes if r.kind == DASHBOARD), None)
+    targets = [f"{r.address.rsplit(':', 1)[0]}:{r.ports['metrics']}" for r in state.nodes
+               if "metrics" in r.ports]
+    parts = [f"dashboard {dash}"] if dash else []
+    if targets:
+        parts.append(f"/metrics on {', '.join(targets)}")
+    if parts:
+        console.print("; ".join(parts))
 
 
 # ------------------------------------------------------------------------------ commands
@@ -154,7 +176,8 @@ DirOpt = Annotated[Path, typer.Option("--dir", help="the cluster's directory (cl
 def _phases(cluster: ClusterPlan) -> list[tuple[Node, ...]]:
     """The nodes in the order ``up`` starts them, each phase ready before the next starts:
     etcd, the NameServers, then the masters and the slaves, or in controller mode the first
-    replica of every group and then the others (the first one registered is usually elected)."""
+    replica of every group and then the others (the first one registered is usually elected),
+    then the dashboard."""
     etcd = cluster.etcd
     phases: list[tuple[Node, ...]] = [(etcd,)] if etcd is not None else []
     phases.append(cluster.namesrvs)
@@ -163,6 +186,8 @@ def _phases(cluster: ClusterPlan) -> list[tuple[Node, ...]]:
     else:
         firsts = tuple(nodes[0] for nodes in cluster.groups.values())
         phases += [firsts, tuple(n for n in cluster.brokers if n not in firsts)]
+    if cluster.dashboard is not None:
+        phases.append((cluster.dashboard,))
     return [p for p in phases if p]
 
 
@@ -187,7 +212,8 @@ def up(
         help="nodes per group: a master and replicas-1 slaves (with --controller: replicas "
              "the controller elects the master among)")] = 2,
     base_port: Annotated[int, typer.Option(
-        help="first port: NameServers, then 3 per broker (listen, HA, gRPC), then etcd's 2")]
+        help="first port: NameServers, then 3 per broker (listen, HA, gRPC), etcd's 2, the "
+             "dashboard's, then one per broker for /metrics")]
     = 9876,
     flush: Annotated[str, typer.Option(help="flushDiskType: ASYNC_FLUSH or SYNC_FLUSH")]
     = "ASYNC_FLUSH",
@@ -200,6 +226,10 @@ def up(
                                              "--topic")] = 4,
     no_grpc: Annotated[bool, typer.Option("--no-grpc", help="no gRPC front on the brokers")]
     = False,
+    no_metrics: Annotated[bool, typer.Option(
+        "--no-metrics", help="no /metrics on the brokers (metricsPort=0)")] = False,
+    no_dashboard: Annotated[bool, typer.Option(
+        "--no-dashboard", help="no web dashboard process")] = False,
     controller: Annotated[str | None, typer.Option(
         help="elect each group's master with a controller on etcd (automatic failover): "
              "'etcd' starts one (the etcd-server package's binary), etcd://host:port uses an "
@@ -209,14 +239,16 @@ def up(
              "every replica in sync) may take to be ready")] = 30.0,
 ) -> None:
     """Start NameServers and broker groups (a master and its slaves each) as separate
-    processes on 127.0.0.1, each with its own store and log under DIR; with --controller
-    the controller elects each group's master and replaces it when it dies."""
+    processes on 127.0.0.1, each with its own store and log under DIR, and the cluster's web
+    dashboard; each broker serves /metrics on its own port. With --controller the controller
+    elects each group's master and replaces it when it dies."""
     if queues < 1:
         raise typer.BadParameter("must be at least 1", param_hint="--queues")
     try:
         cluster = plan(dir.resolve(), namesrvs=namesrvs, brokers=brokers, replicas=replicas,
                        base_port=base_port, role=role, flush=flush, grpc=not no_grpc,
-                       controller=controller)
+                       controller=controller, metrics=not no_metrics,
+                       dashboard=not no_dashboard)
     except PlanError as e:
         raise typer.BadParameter(str(e)) from e
     try:
@@ -265,7 +297,7 @@ def up(
             raise typer.Exit(1) from e
         raise
     took = time.monotonic() - began
-    console.print(_table(state, f"cluster {cluster.cluster_name} in {cluster.dir}", cluster.dir))
+    _print_nodes(state, f"cluster {cluster.cluster_name} in {cluster.dir}", cluster.dir)
     for group, master in masters.items():
         console.print(f"{group}: master {master} (elected by the controller at "
                       f"{cluster.controller}; every replica in sync)")
@@ -307,8 +339,9 @@ def status(
     dir: DirOpt,  # noqa: A002
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
-    """Each node of the cluster in DIR: its PID, whether it runs, its ports; with a controller
-    also who is master of each group now (the NameServer's route, the controller's state)."""
+    """Each node of the cluster in DIR: its PID, whether it runs, its ports (a broker's /metrics
+    too), the dashboard's address; with a controller also who is master of each group now (the
+    NameServer's route, the controller's state)."""
     state = _read_state(dir)
     alive = {r.name: is_running(r) for r in state.nodes}
     rows, now = _groups_now(state) if state.controller is not None else ([], None)
@@ -317,7 +350,8 @@ def status(
             "namesrv_addr": state.namesrv_addr, "topics": state.topics,
             "nodes": [{"name": r.name, "kind": r.kind, "role": r.role, "pid": r.pid,
                        "running": alive[r.name], "address": r.address, "ports": r.ports,
-                       "log": r.log, **({"now": now.get(r.name)} if now is not None else {})}
+                       "log": r.log, **({"url": r.url} if r.url is not None else {}),
+                       **({"now": now.get(r.name)} if now is not None else {})}
                       for r in state.nodes]}
         if state.controller is not None:
             out["controller"] = state.controller
@@ -328,7 +362,7 @@ def status(
                 for r in rows}
         print(json.dumps(out, indent=2))
         return
-    console.print(_table(state, f"cluster in {dir}", dir, alive, now))
+    _print_nodes(state, f"cluster in {dir}", dir, alive, now)
     for row in rows:
         console.print(escape(row.describe()))
     console.print(f"{sum(alive.values())} of {len(alive)} running; namesrvAddr "
@@ -372,9 +406,9 @@ def down(
     state = _read_state(dir)
     outcome: dict[str, str] = {}
     stuck = False
-    # brokers first (they unregister from the NameServers and revoke their leases in etcd),
-    # etcd last
-    for kind in ("broker", "namesrv", ETCD):
+    # the dashboard first (it asks the brokers), brokers next (they unregister from the
+    # NameServers and revoke their leases in etcd), etcd last
+    for kind in (DASHBOARD, "broker", "namesrv", ETCD):
         signalled = []
         for rec in (r for r in state.nodes if r.kind == kind):
             if rec.pid is None:

@@ -22,6 +22,15 @@ group runs in controller mode with the same ``brokerRole`` (the role it takes wh
 election watcher. A started etcd is the node ``etcd`` (data in ``DIR/etcd/data``, log
 ``DIR/etcd/etcd.log``) on the two ports after the brokers' (client, then peer), so the brokers'
 ports are the same with or without it.
+
+The web dashboard and Prometheus' ``/metrics`` come after those two ports (kept free without a
+controller, so nothing after them moves): one ``dashboard`` node (``rocketlite dashboard`` over
+the cluster's NameServers, loopback, read-only; DIR/dashboard/dashboard.log) on the next port, and
+then each broker's ``metricsPort``, one per broker in the order above. The dashboard is one per
+cluster, as rocketmq-dashboard is, and its own process: it shows every group and outlives any
+broker (a failover does not take it away). Every broker's ``dashboardPort`` is 0. With the
+defaults (1 NameServer, 2 groups of 2): etcd 9889/9890, the dashboard 9891, metrics 9892..9895.
+``--no-metrics`` / ``--no-dashboard`` leave their ports unused and the others where they were.
 """
 
 from __future__ import annotations
@@ -39,6 +48,9 @@ PORTS_PER_BROKER = 3
 HOST = "127.0.0.1"
 ETCD = "etcd"  # --controller etcd: start an etcd; also the etcd node's name and kind
 ETCD_PORTS = 2  # client, peer
+DASHBOARD = "dashboard"  # the dashboard node's name and kind
+# the key of a node's own port in cluster.json's ``ports`` (a broker's, a NameServer's: remoting)
+MAIN_PORT = {ETCD: "client", DASHBOARD: "http"}
 MASTER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER")
 FLUSH_TYPES = ("ASYNC_FLUSH", "SYNC_FLUSH")
 CLUSTER_NAME = "DefaultCluster"
@@ -90,6 +102,7 @@ class Node:
     grpc_port: int | None = None  # None: the gRPC front is off
     ha_master_address: str | None = None  # a slave's master's host:haListenPort
     peer_port: int | None = None  # etcd's peer port
+    metrics_port: int | None = None  # a broker's metricsPort; None: no metrics
 
     @property
     def address(self) -> str:
@@ -102,8 +115,9 @@ class Node:
 
     def ports(self) -> list[int]:
         """The ports this node binds (the HA port once replication serves it)."""
-        return [p for p in (self.port, self.ha_port, self.grpc_port, self.peer_port)
-                if p is not None]
+        return [p for p in (self.port, self.ha_port, self.grpc_port, self.peer_port,
+                            self.metrics_port) if p is not None]
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +136,11 @@ class ClusterPlan:
     def etcd(self) -> Node | None:
         """The etcd node ``up`` starts; None without a controller or with an existing etcd."""
         return next((n for n in self.nodes if n.kind == ETCD), None)
+
+    @property
+    def dashboard(self) -> Node | None:
+        """The dashboard node; None with ``--no-dashboard``."""
+        return next((n for n in self.nodes if n.kind == DASHBOARD), None)
 
     @property
     def groups(self) -> dict[str, tuple[Node, ...]]:
@@ -192,6 +211,9 @@ class ClusterPlan:
             props["enableGrpcServer"] = "false"
         else:
             props["grpcServerPort"] = str(node.grpc_port)
+        # the cluster's dashboard is its own node; each broker its own metrics port (0: none)
+        props["metricsPort"] = str(node.metrics_port or 0)
+        props["dashboardPort"] = "0"
         props.update(SMALL_FILES)
         return props
 
@@ -207,6 +229,8 @@ class ClusterPlan:
         if node.kind == ETCD:
             raise PlanError("etcd is not a rocketlite command (cluster_etcd.etcd_command)")
         ctl = [] if self.controller is None else ["--controller", self.controller]
+        if node.kind == DASHBOARD:
+            return ["dashboard", "-n", self.namesrv_addr, "--port", str(node.port)]
         if node.kind == "namesrv":
             return ["namesrv", "--port", str(node.port),
                     "--kv-config", str(self.node_dir(node) / "kvConfig.json"), *ctl,
@@ -234,11 +258,13 @@ def controller_url(controller: str, client_port: int) -> tuple[str, bool]:
 
 def plan(dir: Path, *, namesrvs: int = 1, brokers: int = 2, replicas: int = 2,  # noqa: A002
          base_port: int = 9876, role: str | None = None, flush: str = "ASYNC_FLUSH",
-         grpc: bool = True, controller: str | None = None) -> ClusterPlan:
+         grpc: bool = True, controller: str | None = None, metrics: bool = True,
+         dashboard: bool = True) -> ClusterPlan:
     """The nodes of a cluster of ``brokers`` groups of ``replicas`` nodes each (a master and
-    ``replicas - 1`` slaves, or with ``controller`` replicas the controller elects among) and
-    ``namesrvs`` NameServers, ports from ``base_port`` on. ``role`` defaults to ASYNC_MASTER,
-    with a controller to SYNC_MASTER (only then is nothing acknowledged lost in a failover)."""
+    ``replicas - 1`` slaves, or with ``controller`` replicas the controller elects among),
+    ``namesrvs`` NameServers and (``dashboard``) the dashboard, ports from ``base_port`` on
+    (``metrics``: each broker's metrics port too). ``role`` defaults to ASYNC_MASTER, with a
+    controller to SYNC_MASTER (only then is nothing acknowledged lost in a failover)."""
     if role is None:
         role = "ASYNC_MASTER" if controller is None else "SYNC_MASTER"
     if namesrvs < 1:
@@ -252,17 +278,15 @@ def plan(dir: Path, *, namesrvs: int = 1, brokers: int = 2, replicas: int = 2,  
     if flush not in FLUSH_TYPES:
         raise PlanError(f"--flush {flush}: ASYNC_FLUSH or SYNC_FLUSH")
     first_etcd = base_port + namesrvs + brokers * replicas * PORTS_PER_BROKER
+    dashboard_port = first_etcd + ETCD_PORTS
     url, start_etcd = (None, False) if controller is None else controller_url(controller,
                                                                               first_etcd)
-    last = first_etcd - 1 + (ETCD_PORTS if start_etcd else 0)
-    if base_port < 1 or last > 65535:
-        raise PlanError(f"--base-port {base_port}: the cluster needs ports {base_port}..{last}, "
-                        "within 1..65535")
     nodes = []
     if start_etcd:
         nodes.append(Node(ETCD, ETCD, "ETCD", first_etcd, peer_port=first_etcd + 1))
     nodes += [Node(f"namesrv-{i}", "namesrv", "NAMESRV", base_port + i) for i in range(namesrvs)]
     port = base_port + namesrvs
+    metrics_port = dashboard_port + 1
     first_id = 0 if url is None else 1  # in controller mode 0 is the route's id of the master
     for g in range(brokers):
         name = group_name(g)
@@ -275,10 +299,18 @@ def plan(dir: Path, *, namesrvs: int = 1, brokers: int = 2, replicas: int = 2,  
                 broker_name=name, broker_id=broker_id, ha_port=ha,
                 grpc_port=port + 2 if grpc else None,
                 ha_master_address=master_ha if slave else None,
+                metrics_port=metrics_port if metrics else None,
             ))
             if url is None and broker_id == 0:
                 master_ha = f"{HOST}:{ha}"
             port += PORTS_PER_BROKER
+            metrics_port += 1
+    if dashboard:
+        nodes.append(Node(DASHBOARD, DASHBOARD, "DASHBOARD", dashboard_port))
+    last = max(p for n in nodes for p in n.ports())
+    if base_port < 1 or last > 65535:
+        raise PlanError(f"--base-port {base_port}: the cluster needs ports {base_port}..{last}, "
+                        "within 1..65535")
     return ClusterPlan(dir, tuple(nodes), flush, controller=url)
 
 
@@ -305,15 +337,28 @@ class NodeRecord:
     @classmethod
     def of(cls, plan: ClusterPlan, node: Node, pid: int | None = None,
            start_time: int | None = None) -> NodeRecord:
-        ports = {"client": node.port} if node.kind == ETCD else {"remoting": node.port}
+        ports = {MAIN_PORT.get(node.kind, "remoting"): node.port}
         if node.peer_port is not None:
             ports["peer"] = node.peer_port
         if node.ha_port is not None:
             ports["ha"] = node.ha_port
         if node.grpc_port is not None:
             ports["grpc"] = node.grpc_port
+        if node.metrics_port is not None:
+            ports["metrics"] = node.metrics_port
         return cls(node.name, node.kind, node.role, node.address, ports, str(plan.log_path(node)),
                    pid, start_time, node.broker_name, node.broker_id)
+
+    @property
+    def url(self) -> str | None:
+        """The dashboard's address for a browser, a broker's ``/metrics`` (for Prometheus);
+        None for a node with neither."""
+        host = self.address.rsplit(":", 1)[0]
+        if self.kind == DASHBOARD:
+            return f"http://{self.address}/"
+        if "metrics" in self.ports:
+            return f"http://{host}:{self.ports['metrics']}/metrics"
+        return None
 
 
 @dataclass(slots=True)

@@ -21,6 +21,7 @@ from pathlib import Path
 import rocketlite
 from rocketlite.cli.cluster_etcd import etcd_command, etcd_healthy
 from rocketlite.cli.cluster_plan import (
+    DASHBOARD,
     ETCD,
     ClusterError,
     ClusterPlan,
@@ -30,7 +31,8 @@ from rocketlite.cli.cluster_plan import (
 )
 
 READY = "rocketlite ready"
-STOP_ORDER = {"broker": 0, "namesrv": 1, ETCD: 2}  # etcd last: brokers revoke their leases
+# the dashboard first (it asks the brokers), etcd last: brokers revoke their leases
+STOP_ORDER = {DASHBOARD: 0, "broker": 1, "namesrv": 2, ETCD: 3}
 
 
 def proc_start_time(pid: int) -> int | None:

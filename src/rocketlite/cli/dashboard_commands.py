@@ -2,8 +2,11 @@
 NameServer, until SIGINT or SIGTERM.
 
 It binds loopback by default: reads need no login there. Writes (resend) are refused unless
-credentials are given (``--username``/``--password`` or the environment). A port in use or a bad
-option prints one ``error:`` line and exits 1.
+credentials are given (``--username``/``--password`` or the environment). Against a cluster with
+an ACL its requests are signed with ``--access-key``/``--secret-key`` (or ``ROCKETLITE_ACCESS_KEY``
+/ ``ROCKETLITE_SECRET_KEY``), as ``rocketlite admin``'s. ``--tls``/``--ca`` (``--cert``/``--key``)
+reach a cluster whose ports take TLS (docs/security.md). A port in use or a bad option prints one
+``error:`` line and exits 1.
 """
 
 from __future__ import annotations
@@ -14,6 +17,17 @@ from typing import Annotated
 import typer
 
 from rocketlite.cli import errors
+from rocketlite.cli.admin_common import (
+    AccessKey,
+    SecretKey,
+    TlsCa,
+    TlsCert,
+    TlsFlag,
+    TlsKey,
+    acl_credentials,
+    tls_option,
+)
+from rocketlite.common.errors import ConfigError
 from rocketlite.dashboard import serve
 from rocketlite.dashboard.app import DEFAULT_PORT
 from rocketlite.dashboard.auth import credentials
@@ -32,14 +46,19 @@ def dashboard(
     password: Annotated[str | None, typer.Option(
         "--password", envvar="ROCKETLITE_DASHBOARD_PASSWORD",
         help="password for --username")] = None,
+    tls: TlsFlag = False, ca: TlsCa = None, cert: TlsCert = None, key: TlsKey = None,
+    access_key: AccessKey = None,
+    secret_key: SecretKey = None,
 ) -> None:
     """Serve the web dashboard (cluster, topics, groups, messages, DLQ, producers) of a cluster."""
     try:
         creds = credentials(username, password)
-    except ValueError as e:
+        context = tls_option(tls, ca, cert, key)
+    except (ValueError, ConfigError) as e:
         errors.fail(str(e))
+    acl = acl_credentials(access_key, secret_key)
     try:
-        asyncio.run(serve(namesrv, bind, port, creds))
+        asyncio.run(serve(namesrv, bind, port, creds, context, acl))
     except OSError as e:
         if errors.debugging():
             raise

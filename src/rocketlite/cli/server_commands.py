@@ -16,19 +16,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from rocketlite.acl.plain_file import acl_path
+from rocketlite.acl.sign import Credentials
 from rocketlite.broker.broker import Broker
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.metrics_collector import metrics_registry
 from rocketlite.broker.metrics_http import MetricsServer
 from rocketlite.cli import errors
+from rocketlite.cli.admin_common import ACCESS_KEY_ENV, SECRET_KEY_ENV
 from rocketlite.common import native
 from rocketlite.common.errors import ConfigError
 from rocketlite.dashboard import DashboardServer
@@ -38,6 +42,7 @@ from rocketlite.proxy.config import ProxyConfig
 from rocketlite.proxy.consume_checks import ConsumeLimits
 from rocketlite.proxy.renew import RenewConfig
 from rocketlite.proxy.server import GrpcFront
+from rocketlite.remoting.tls import TlsServerConfig, TlsSettings
 from rocketlite.store import store_reader
 from rocketlite.store.config import StoreConfig, read_properties_file
 
@@ -80,16 +85,18 @@ def load_configs(conf: Path | None, overrides: dict[str, str],
 
 @dataclass(frozen=True, slots=True)
 class FrontConfigs:
-    """The gRPC front's settings in broker.conf: the server's, the consumer limits, renewal."""
+    """The gRPC front's settings in broker.conf: the server's, the consumer limits, renewal; and
+    TLS (``remoting.tls``: the Remoting, NameServer and gRPC ports', the broker's connections)."""
 
     proxy: ProxyConfig
     limits: ConsumeLimits
     renew: RenewConfig
+    tls: TlsSettings = field(default_factory=TlsSettings)
 
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> FrontConfigs:
         return cls(ProxyConfig.from_properties(props), ConsumeLimits.from_properties(props),
-                   RenewConfig.from_properties(props))
+                   RenewConfig.from_properties(props), TlsSettings.from_properties(props))
 
 
 def _server_configs(conf: Path | None, overrides: dict[str, str],
@@ -104,6 +111,13 @@ def _server_configs(conf: Path | None, overrides: dict[str, str],
     except ConfigError as e:
         where = f"{conf}" if conf is not None else "the options"
         raise ConfigError(f"{where}: {e}") from e
+
+
+def _env_acl() -> Credentials | None:
+    """What the dashboard beside the broker signs with on an ACL cluster: ``ROCKETLITE_ACCESS_KEY``
+    and ``ROCKETLITE_SECRET_KEY``, as ``rocketlite admin`` and ``dashboard`` read them."""
+    ak, sk = os.environ.get(ACCESS_KEY_ENV), os.environ.get(SECRET_KEY_ENV)
+    return Credentials(ak, sk) if ak and sk else None
 
 
 class BrokerWithFront:
@@ -124,11 +138,12 @@ class BrokerWithFront:
         self.dashboard: DashboardServer | None = None
         if broker.config.dashboard_port and broker.config.namesrv_addr:
             self.dashboard = DashboardServer(broker.config.namesrv_addr, "127.0.0.1",
-                                             broker.config.dashboard_port)
+                                             broker.config.dashboard_port, tls=broker.tls.client,
+                                             acl=_env_acl())
         self.front: GrpcFront | None = None
         if front.proxy.enable_grpc_server:
             self.front = GrpcFront(broker, front.proxy.grpc_server_port,
-                                   impl=front.proxy.grpc_server_impl)
+                                   impl=front.proxy.grpc_server_impl, tls=broker.tls.server)
             self.front.ctx.limits = front.limits
             self.front.ctx.renew = front.renew
 
@@ -340,9 +355,10 @@ def start(
     bcfg, scfg, fcfg = _server_configs(conf, overrides, START_DEFAULTS)
     namesrv = NameServer("0.0.0.0", namesrv_port,
                          kv_config_path=scfg.store_path_root_dir / "namesrv" / "kvConfig.json",
-                         limits=bcfg.remoting_limits())
+                         limits=bcfg.remoting_limits(), tls=fcfg.tls.server,
+                         acl_file=acl_path(bcfg.acl_file) if bcfg.acl_enable else None)
     watch = ControllerWatch(controller, bcfg.broker_cluster_name) if controller else None
-    broker = BrokerWithFront(Broker(bcfg, scfg), fcfg)
+    broker = BrokerWithFront(Broker(bcfg, scfg, fcfg.tls), fcfg)
 
     async def up() -> None:
         await namesrv.start()
@@ -371,9 +387,13 @@ def start(
 def namesrv(
     port: Annotated[int, typer.Option(help="listen port")] = 9876,
     kv_config: Annotated[Path | None, typer.Option(help="kvConfig.json path")] = None,
+    conf: Annotated[Path | None, typer.Option(
+        "-c", "--conf", help="namesrv.conf: its TLS keys (tlsServerMode, tls.server.*)")] = None,
     controller: ControllerOpt = None,
     cluster: Annotated[str, typer.Option(
         help="with --controller: the cluster whose masters this NameServer elects")] = "DefaultCluster",
+    acl_file: Annotated[Path | None, typer.Option(
+        help="plain_acl.yml: topic, KV and config writes then need a signed admin account")] = None,
     log_level: LogOpt = "INFO",
     debug: DebugOpt = False,
 ) -> None:
@@ -381,7 +401,11 @@ def namesrv(
     of --cluster when its master's lease in etcd ends."""
     errors.set_debug(debug)
     setup_logging(log_level)
-    server = NameServer("0.0.0.0", port, kv_config_path=kv_config)
+    try:
+        tls = TlsServerConfig.from_properties(read_properties_file(conf) if conf else {})
+    except ConfigError as e:
+        raise ConfigError(f"{conf}: {e}") from e
+    server = NameServer("0.0.0.0", port, kv_config_path=kv_config, tls=tls, acl_file=acl_file)
     watch = ControllerWatch(controller, cluster) if controller else None
 
     async def up() -> None:
@@ -424,7 +448,7 @@ def broker(
     bcfg, scfg, fcfg = _server_configs(
         conf, _overrides(store, broker_port, namesrv_addr, flush, grpc_port, no_grpc, controller,
                          metrics_port, dashboard_port))
-    b = BrokerWithFront(Broker(bcfg, scfg), fcfg)
+    b = BrokerWithFront(Broker(bcfg, scfg, fcfg.tls), fcfg)
     run_until_signalled(b.start, b.close, lambda: (
         f"broker {bcfg.broker_name} at {scfg.broker_ip1}:{b.broker.port}{b.describe()}, "
         f"NameServers {bcfg.namesrv_addr}, store {scfg.store_path_root_dir}"))

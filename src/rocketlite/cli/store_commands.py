@@ -253,10 +253,17 @@ def _verify_index(root: Path, keyed: list[tuple[str, int]], hash_slot_num: int |
 def verify(
     path: PathArg,
     hash_slot_num: Annotated[int | None, typer.Option(help="maxHashSlotNum if not default")] = None,
+    delay_levels: Annotated[str | None, typer.Option(
+        help="messageDelayLevel if not default, e.g. '1s 5s 10s' (the deliver times of "
+             "SCHEDULE_TOPIC_XXXX units follow it)")] = None,
 ) -> None:
     """Check that the CommitLog, ConsumeQueues and IndexFiles agree; exit 1 if they do not."""
     _check_store_dir(path)
-    problems = verify_store(path, hash_slot_num)
+    try:
+        levels = None if delay_levels is None else parse_delay_levels(delay_levels)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--delay-levels") from e
+    problems = verify_store(path, hash_slot_num, levels)
     if problems:
         for p in problems[:50]:
             console.print(f"[red]✗[/] {p}")

@@ -18,10 +18,12 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from rocketlite.client import running_info
 from rocketlite.client.allocate import AllocateStrategy, strategy_by_name
 from rocketlite.client.broker_api import BrokerApi
+from rocketlite.client.consume_stats import ConsumeStatsTracker
 from rocketlite.client.errors import MQClientError
-from rocketlite.client.instance import ClientConfig, ClientInstance
+from rocketlite.client.instance import ClientConfig, ClientInstance, CredentialsLike, client_config
 from rocketlite.client.message import check_topic
 from rocketlite.client.offset_store import (
     LocalFileOffsetStore,
@@ -39,6 +41,7 @@ from rocketlite.protocol.bodies import (
     SubscriptionData,
     TopicRouteData,
 )
+from rocketlite.protocol.running_info import ConsumerRunningInfo, ProcessQueueInfo
 
 log = logging.getLogger(__name__)
 
@@ -70,10 +73,11 @@ class ConsumerBase(abc.ABC):
         consume_timestamp_ms: int | None = None,
         allocate: AllocateStrategy | str = "AVG",
         offset_store_dir: Path | None = None,
+        credentials: CredentialsLike | None = None,
     ) -> None:
         check_topic(group)
         self.group = group
-        self.config = config or ClientConfig(namesrv_addr=namesrv_addr)
+        self.config = client_config(config, namesrv_addr, credentials)
         self.message_model = message_model
         self.consume_from_where = consume_from_where
         self.consume_timestamp_ms = consume_timestamp_ms
@@ -86,6 +90,8 @@ class ConsumerBase(abc.ABC):
         self.offset_store: OffsetStore | None = None
         self._started = False
         self._rebalance_lock = asyncio.Lock()
+        self.stats = ConsumeStatsTracker()
+        self.start_ms = 0
 
     # -- configuration --------------------------------------------------------------------------
 
@@ -114,6 +120,7 @@ class ConsumerBase(abc.ABC):
                 retry_topic(self.group), "*")
         inst = self.instance = ClientInstance(self.config)
         self.api = BrokerApi(inst)
+        self.start_ms = int(time.time() * 1000)
         if self.clustering:
             self.offset_store = RemoteOffsetStore(self.group, self.api)
         else:
@@ -153,6 +160,32 @@ class ConsumerBase(abc.ABC):
             groupName=self.group, consumeType=self.consume_type, messageModel=self.message_model,
             consumeFromWhere=self.consume_from_where,
             subscriptionDataSet=[self.subscriptions[t] for t in sorted(self.subscriptions)])
+
+    def running_info(self) -> ConsumerRunningInfo:
+        """GET_CONSUMER_RUNNING_INFO's answer (``client/running_info``): settings, subscriptions,
+        each owned queue, each topic's figures."""
+        return running_info.build(self._settings(), self.subscriptions, {
+            mq: self._queue_info(mq) for mq in self.owned_queues()}, self.stats, self.start_ms)
+
+    def _settings(self) -> dict[str, object]:
+        """The settings ``running_info`` shows, under the Java consumer's field names."""
+        c = self.config
+        out: dict[str, object] = {
+            "consumerGroup": self.group, "messageModel": self.message_model.name,
+            "consumeFromWhere": self.consume_from_where.name,
+            "allocateMessageQueueStrategy": self.allocate.name,
+            "namesrvAddr": c.namesrv_addr, "instanceName": c.instance_name or "DEFAULT",
+            "pollNameServerInterval": int(c.poll_name_server_interval * 1000),
+            "heartbeatBrokerInterval": int(c.heartbeat_interval * 1000),
+            "persistConsumerOffsetInterval": int(c.persist_offset_interval * 1000)}
+        if self.consume_timestamp_ms is not None:
+            out["consumeTimestamp"] = self.consume_timestamp_ms
+        return out
+
+    def _queue_info(self, mq: MessageQueue) -> ProcessQueueInfo:
+        """An owned queue in ``running_info``: its offset (what it will commit)."""
+        store = self.offset_store
+        return ProcessQueueInfo(commitOffset=store.in_memory(mq) if store is not None else -1)
 
     async def persist_offsets(self) -> None:
         if self.offset_store is not None:

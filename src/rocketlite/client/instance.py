@@ -9,7 +9,8 @@ connected to, the connection dropped, no answer) also refreshes its topic's rout
 background and at most once a second per topic (``route_failed``): a failover, a new master
 under the same broker name, is then picked up in about a second instead of at the next poll
 (Java waits for the poll). Requests from brokers (NOTIFY_CONSUMER_IDS_CHANGED,
-CHECK_TRANSACTION_STATE) are routed to the producer or consumer of their group.
+CHECK_TRANSACTION_STATE, RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_RUNNING_INFO) are routed to the
+producer or consumer of their group.
 
 Each producer or consumer makes its own instance: the client id is ``ip@instanceName`` and the
 default instance name is ``pid#nanos`` (as Java 5 does), unique per client object, so two consumers
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import socket
@@ -28,6 +30,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+from rocketlite.acl.sign import Credentials
+from rocketlite.client import running_info
 from rocketlite.client.errors import MQBrokerError, MQClientError
 from rocketlite.common.errors import FormatError, RemotingError
 from rocketlite.protocol.admin_bodies import ResetOffsetBody
@@ -47,8 +51,11 @@ from rocketlite.protocol.headers import (
     NotifyConsumerIdsChangedRequestHeader,
     UnregisterClientRequestHeader,
 )
+from rocketlite.protocol.running_info import ConsumerRunningInfo
+from rocketlite.remoting.acl_gate import request_signer
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection
+from rocketlite.remoting.tls import TlsOption
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +67,10 @@ ROUTE_REFRESH_GAP_S = 1.0  # at most one refresh a second per topic after failed
 @dataclass(slots=True, kw_only=True)
 class ClientConfig:
     """Settings every client shares (``ClientConfig.java``). ``namesrv_addr`` is
-    ``host:port;host:port``; empty means the ``NAMESRV_ADDR`` environment variable."""
+    ``host:port;host:port``; empty means the ``NAMESRV_ADDR`` environment variable. ``tls``
+    (Java's ``tls.enable``): True connects to NameServers and brokers with TLS verified against
+    the system's CAs, an ``ssl.SSLContext`` with that context (a private CA, a client certificate;
+    ``remoting.tls.make_client_context``)."""
 
     namesrv_addr: str = ""
     instance_name: str | None = None
@@ -71,6 +81,9 @@ class ClientConfig:
     persist_offset_interval: float = 5.0
     rebalance_interval: float = 20.0
     unit_name: str | None = None
+    tls: TlsOption = None
+    # ACL: every request is signed with these (``SessionCredentials``); None: unsigned
+    credentials: Credentials | None = None
 
     def namesrv_list(self) -> list[str]:
         text = self.namesrv_addr or os.environ.get("NAMESRV_ADDR", "")
@@ -78,6 +91,20 @@ class ClientConfig:
         if not addrs:
             raise MQClientError("no NameServer address: pass namesrv_addr='host:9876' or set NAMESRV_ADDR")
         return addrs
+
+
+CredentialsLike = Credentials | tuple[str, str] | tuple[str, str, str | None]
+"""``(access_key, secret_key)``, ``(access_key, secret_key, security_token)`` or ``Credentials``."""
+
+
+def client_config(config: ClientConfig | None, namesrv_addr: str,
+                  credentials: CredentialsLike | None) -> ClientConfig:
+    """A client's settings: ``config`` (else one for ``namesrv_addr``), with ``credentials``
+    when given."""
+    cfg = config or ClientConfig(namesrv_addr=namesrv_addr)
+    if credentials is not None:
+        cfg = dataclasses.replace(cfg, credentials=Credentials.of(credentials))
+    return cfg
 
 
 def local_ip() -> str:
@@ -115,6 +142,8 @@ class ConsumerPeer(Protocol):
 
     async def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None: ...
 
+    def running_info(self) -> ConsumerRunningInfo: ...
+
 
 class ClientInstance:
     def __init__(self, config: ClientConfig) -> None:
@@ -123,7 +152,9 @@ class ClientInstance:
         self.client_ip = config.client_ip or local_ip()
         instance = config.instance_name or f"{os.getpid()}#{time.monotonic_ns()}"
         self.client_id = f"{self.client_ip}@{instance}" + (f"@{config.unit_name}" if config.unit_name else "")
-        self.remoting = RemotingClient(self._on_request, connect_timeout=config.request_timeout)
+        signer = None if config.credentials is None else request_signer(config.credentials)
+        self.remoting = RemotingClient(self._on_request, connect_timeout=config.request_timeout,
+                                       tls=config.tls, signer=signer)
         self.routes: dict[str, TopicRouteData] = {}
         self.broker_addrs: dict[str, dict[int, str]] = {}
         self.producers: dict[str, ProducerPeer] = {}
@@ -483,6 +514,8 @@ class ClientInstance:
         if cmd.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
             self._on_reset_offset(conn, cmd)
             return None
+        if cmd.code == RequestCode.GET_CONSUMER_RUNNING_INFO:  # mqadmin consumerStatus
+            return running_info.answer(cmd, self.consumers, self.namesrv_addrs)
         return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                             f"request code {cmd.code} is not supported by this client")
 

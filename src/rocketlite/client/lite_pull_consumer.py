@@ -27,6 +27,7 @@ import asyncio
 import collections
 import contextlib
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +41,7 @@ from rocketlite.client.trace import TraceDispatcher
 from rocketlite.client.trace_codec import ConsumeReturnType
 from rocketlite.common.errors import RemotingError
 from rocketlite.protocol.bodies import ConsumeType, MessageQueue
+from rocketlite.protocol.running_info import ProcessQueueInfo
 
 log = logging.getLogger(__name__)
 
@@ -204,6 +206,13 @@ class LitePullConsumer(ConsumerBase):
     def owned_queues(self) -> list[MessageQueue]:
         return sorted(self._queues)
 
+    def _queue_info(self, mq: MessageQueue) -> ProcessQueueInfo:
+        info = super()._queue_info(mq)
+        q = self._queues.get(mq)
+        if q is not None:  # pulled, not yet polled
+            info.cachedMsgCount, info.droped = len(q.buffer), q.dropped
+        return info
+
     async def rebalance(self) -> None:
         if self._assigned is None:
             await super().rebalance()
@@ -283,6 +292,7 @@ class LitePullConsumer(ConsumerBase):
                 continue
             sub = self.subscriptions.get(q.mq.topic)
             offset = q.next_offset
+            t0 = time.monotonic()
             try:
                 result = await api.pull(
                     self.group, q.mq, offset, min(room, self.pull_batch_size),
@@ -294,6 +304,7 @@ class LitePullConsumer(ConsumerBase):
                 log.warning("group %s: pull of %s at %d failed: %s", self.group, q.mq, offset, e)
                 await asyncio.sleep(self.pull_error_delay)
                 continue
+            self.stats.pulled(q.mq.topic, len(result.messages), time.monotonic() - t0)
             if q.is_dropped():  # stopped (rebalance, seek, shutdown) while the pull was out
                 return
             if result.status is PullStatus.OFFSET_ILLEGAL:

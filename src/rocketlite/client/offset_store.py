@@ -103,6 +103,10 @@ class OffsetStore(abc.ABC):
         self._table[mq] = stored
         return stored
 
+    def in_memory(self, mq: MessageQueue) -> int:
+        """``mq``'s offset in memory, -1 if unknown (READ_FROM_MEMORY, without awaiting)."""
+        return self._table.get(mq, -1)
+
     @abc.abstractmethod
     async def _read_stored(self, mq: MessageQueue) -> int | None:
         """``mq``'s offset in the store, None if it has none."""

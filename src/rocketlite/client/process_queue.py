@@ -229,6 +229,10 @@ class ProcessQueue(Generic[M]):
         """Messages taken by the running orderly batch."""
         return len(self._consuming)
 
+    def taken_offsets(self) -> list[int]:
+        """The offsets of the running orderly batch, ascending."""
+        return sorted(self._consuming)
+
     # -- state -----------------------------------------------------------------------------------
 
     def now(self) -> float:

@@ -41,7 +41,7 @@ from typing import Any
 
 from rocketlite.client.errors import MQBrokerError, MQClientError
 from rocketlite.client.fault import LatencyFaultTolerance, select_queue
-from rocketlite.client.instance import ClientConfig, ClientInstance
+from rocketlite.client.instance import ClientConfig, ClientInstance, CredentialsLike, client_config
 from rocketlite.client.message import Message, UniqKeyGenerator, compression_flag
 from rocketlite.client.route import MASTER_ID, TopicPublishInfo, master_address, publish_info
 from rocketlite.client.send_codec import PlainPrep, SendFrame, SendFramePy, UniqKeysPy
@@ -91,10 +91,11 @@ class Producer(SendPreparation):
         async_backlog: int = 100_000,
         enable_trace: bool = False,
         trace_topic: str | None = None,
+        credentials: CredentialsLike | None = None,
     ) -> None:
         compression_flag(compression)  # validates the codec name now
         self.group = group
-        self.config = config or ClientConfig(namesrv_addr=namesrv_addr)
+        self.config = client_config(config, namesrv_addr, credentials)
         self.send_timeout = send_timeout
         self.retry_times = retry_times_when_send_failed
         self.retry_times_async = retry_times_when_send_async_failed

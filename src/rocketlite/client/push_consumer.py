@@ -28,23 +28,24 @@ import contextlib
 import enum
 import inspect
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from rocketlite.client.broker_api import PullResult, PullStatus
-from rocketlite.client.consumer_base import ConsumerBase, dlq_topic, retry_topic
+from rocketlite.client.consumer_base import ConsumerBase, retry_topic
+from rocketlite.client.consumer_resend import Resender
 from rocketlite.client.errors import MQBrokerError, MQClientError
-from rocketlite.client.message import MAX_RECONSUME_TIMES, RECONSUME_TIME, MessageExt, UniqKeyGenerator
+from rocketlite.client.message import MessageExt
 from rocketlite.client.offset_store import ReadOffsetType
 from rocketlite.client.process_queue import REBALANCE_LOCK_INTERVAL, ProcessQueue
+from rocketlite.client.running_info import process_queue_info
 from rocketlite.client.trace import TraceDispatcher
 from rocketlite.client.trace_codec import ConsumeReturnType
 from rocketlite.common.errors import RemotingError
 from rocketlite.formats import properties as props
 from rocketlite.protocol.bodies import MessageQueue, SubscriptionData
-from rocketlite.protocol.codes import RequestCode
-from rocketlite.protocol.command import RemotingCommand
-from rocketlite.protocol.headers import SendMessageRequestHeader
+from rocketlite.protocol.running_info import PROP_CONSUME_ORDERLY, PROP_THREADPOOL_CORE_SIZE, ProcessQueueInfo
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +106,7 @@ class PushConsumer(ConsumerBase):
         self._consume_tasks: set[asyncio.Task[None]] = set()
         self._slots: asyncio.Semaphore | None = None
         self._lock_task: asyncio.Task[None] | None = None
-        self._uniq = UniqKeyGenerator()
+        self.resender = Resender(group, self.max_reconsume_times, self._inst)
         self.trace = TraceDispatcher(self.config, trace_topic) if enable_trace else None
 
     def register_listener(self, listener: Listener) -> None:
@@ -163,6 +164,24 @@ class PushConsumer(ConsumerBase):
 
     def owned_queues(self) -> list[MessageQueue]:
         return sorted(self.queues)
+
+    def _queue_info(self, mq: MessageQueue) -> ProcessQueueInfo:
+        info = super()._queue_info(mq)
+        pq = self.queues.get(mq)
+        return process_queue_info(pq, info.commitOffset) if pq is not None else info
+
+    def _settings(self) -> dict[str, object]:
+        return {**super()._settings(), PROP_CONSUME_ORDERLY: self.orderly,
+                PROP_THREADPOOL_CORE_SIZE: self.consume_concurrency,
+                "consumeThreadMin": self.consume_concurrency,
+                "consumeThreadMax": self.consume_concurrency,
+                "consumeMessageBatchMaxSize": self.batch_size, "pullBatchSize": self.pull_batch_size,
+                "pullThresholdForQueue": self.pull_threshold_count,
+                "pullThresholdSizeForQueue": self.pull_threshold_size // (1024 * 1024),
+                "consumeConcurrentlyMaxSpan": self.max_span,
+                "maxReconsumeTimes": self.max_reconsume_times,
+                "suspendCurrentQueueTimeMillis": int(self.suspend_time * 1000),
+                "enableMsgTrace": self.trace is not None}
 
     async def _apply_allocation(self, topic: str, allocated: list[MessageQueue]) -> None:
         wanted = set(allocated)
@@ -280,6 +299,7 @@ class PushConsumer(ConsumerBase):
                 commit = await store.read(mq, _MEMORY)
             try:
                 pq.mark_pulled()
+                t0 = time.monotonic()
                 result = await self._api().pull(
                     self.group, mq, offset, self.pull_batch_size,
                     expression=sub.subString if sub is not None else "*",
@@ -291,6 +311,7 @@ class PushConsumer(ConsumerBase):
                 log.warning("group %s: pull of %s at %d failed: %s", self.group, mq, offset, e)
                 await asyncio.sleep(self.pull_error_delay)
                 continue
+            self.stats.pulled(mq.topic, len(result.messages), time.monotonic() - t0)
             if _dropped(pq):
                 return
             offset = await self._on_pulled(mq, pq, sub, offset, result)
@@ -337,13 +358,20 @@ class PushConsumer(ConsumerBase):
         task.add_done_callback(self._consume_tasks.discard)
 
     async def _call_listener(self, msgs: list[MessageExt]) -> Any:
+        """The handler on ``msgs``, timed and counted for ``running_info``'s figures."""
         assert self.listener is not None
-        if self.trace is not None:
-            return await self._call_traced(self.trace, msgs)
-        result = self.listener(msgs)
-        if inspect.isawaitable(result):
-            result = await result
-        return result
+        t0, ok = time.monotonic(), False
+        try:
+            if self.trace is not None:
+                result = await self._call_traced(self.trace, msgs)
+            else:
+                result = self.listener(msgs)
+                if inspect.isawaitable(result):
+                    result = await result
+            ok = result in _ORDERLY_OK
+            return result
+        finally:
+            self.stats.consumed(msgs[0].topic, len(msgs), ok, time.monotonic() - t0)
 
     async def _call_traced(self, trace: TraceDispatcher, msgs: list[MessageExt]) -> Any:
         """The handler between SubBefore and SubAfter records (Java's consume hooks: an exception
@@ -403,46 +431,7 @@ class PushConsumer(ConsumerBase):
             return True
         except _ERRORS as e:
             log.info("group %s: send-back of %s refused (%s); re-sending it", self.group, msg.msg_id, e)
-        return await self._resend(msg)
-
-    async def _resend(self, msg: MessageExt) -> bool:
-        times = msg.reconsume_times + 1
-        to_dlq = times > self.max_reconsume_times
-        topic = dlq_topic(self.group) if to_dlq else retry_topic(self.group)
-        properties = {k: v for k, v in msg.properties.items() if k not in _RESEND_DROPPED}
-        properties[props.RETRY_TOPIC] = msg.properties.get(props.RETRY_TOPIC, msg.topic)
-        properties[props.ORIGIN_MESSAGE_ID] = msg.properties.get(props.ORIGIN_MESSAGE_ID, msg.msg_id)
-        properties[RECONSUME_TIME] = str(times)
-        properties[MAX_RECONSUME_TIMES] = str(self.max_reconsume_times)
-        try:
-            delay = 0 if to_dlq else 3 + times - 1  # Java: delay level 3 + reconsumeTimes
-            return await self._internal_send(topic, msg.body, properties, times, delay)
-        except _ERRORS as e:
-            log.warning("group %s: cannot re-send %s to %s: %s", self.group, msg.msg_id, topic, e)
-            return False
-
-    async def _internal_send(self, topic: str, body: bytes, properties: dict[str, str], reconsume: int,
-                             delay_level: int) -> bool:
-        inst = self._inst()
-        route = inst.routes.get(topic) or await inst.update_route(topic)
-        broker = (sorted(bd.brokerName for bd in route.brokerDatas)[0] if route is not None
-                  else sorted(inst.broker_addrs)[0] if inst.broker_addrs else None)
-        if broker is None:
-            return False
-        addr = inst.broker_addr(broker)
-        if addr is None:
-            return False
-        properties.setdefault(props.UNIQ_KEY, self._uniq.next())
-        if delay_level > 0:
-            properties[props.DELAY] = str(delay_level)
-        header = SendMessageRequestHeader(
-            producerGroup="CLIENT_INNER_PRODUCER", topic=topic, defaultTopic="TBW102",
-            defaultTopicQueueNums=1, queueId=0, sysFlag=0, bornTimestamp=0, flag=0,
-            properties=props.encode_properties(properties), reconsumeTimes=reconsume,
-            maxReconsumeTimes=self.max_reconsume_times)
-        cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_v2_ext(), body)
-        await inst.invoke_ok(addr, cmd)
-        return True
+        return await self.resender.resend(msg)
 
     # -- orderly consumption --------------------------------------------------------------------
 
@@ -469,7 +458,7 @@ class PushConsumer(ConsumerBase):
                     continue
                 retry_now = []
                 for m in msgs:
-                    if m.reconsume_times + 1 > self.max_reconsume_times and await self._resend(m):
+                    if m.reconsume_times + 1 > self.max_reconsume_times and await self.resender.resend(m):
                         continue  # gave up on it: it went to the DLQ
                     m.reconsume_times += 1
                     retry_now.append(m)
@@ -481,8 +470,6 @@ class PushConsumer(ConsumerBase):
                 pq.rollback()
             await asyncio.sleep(self.suspend_time)
 
-
-_RESEND_DROPPED = frozenset({props.DELAY, RECONSUME_TIME, MAX_RECONSUME_TIMES, props.UNIQ_KEY})
 
 _MEMORY = ReadOffsetType.READ_FROM_MEMORY
 _ORDERLY_OK = (None, OrderlyStatus.SUCCESS, ConsumeStatus.CONSUME_SUCCESS)

@@ -36,11 +36,13 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import logging
+import time
 import uuid
 
+from rocketlite.client import running_info
 from rocketlite.client.broker_api import BrokerApi, PopReply
 from rocketlite.client.errors import MQBrokerError, MQClientError
-from rocketlite.client.instance import ClientConfig, ClientInstance
+from rocketlite.client.instance import ClientConfig, ClientInstance, CredentialsLike, client_config
 from rocketlite.client.message import MessageExt, check_topic
 from rocketlite.client.route import subscribe_queues
 from rocketlite.common.errors import FormatError
@@ -63,6 +65,7 @@ from rocketlite.protocol.pop_info import (
     ReceiptHandle,
     batch_acks,
 )
+from rocketlite.protocol.running_info import ConsumerRunningInfo
 
 log = logging.getLogger(__name__)
 
@@ -134,10 +137,11 @@ class SimpleConsumer:
         config: ClientConfig | None = None,
         fifo: bool = False,
         consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        credentials: CredentialsLike | None = None,
     ) -> None:
         check_topic(group)
         self.group = group
-        self.config = config or ClientConfig(namesrv_addr=namesrv_addr)
+        self.config = client_config(config, namesrv_addr, credentials)
         self.await_ms = _ms(await_duration, "await_duration", MAX_AWAIT)
         self.fifo = fifo
         first = (ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
@@ -152,6 +156,7 @@ class SimpleConsumer:
         self._brokers: dict[str, list[str]] = {}  # topic -> readable brokers, by name
         self._turn = itertools.count()
         self._attempts: dict[tuple[str, str], str] = {}  # fifo: (topic, broker) -> attempt id
+        self._start_ms = 0
         self._started = False
 
     # -- subscriptions --------------------------------------------------------------------------
@@ -175,6 +180,7 @@ class SimpleConsumer:
         inst = ClientInstance(self.config)
         inst.register_consumer(self)
         self.instance, self.api = inst, BrokerApi(inst)
+        self._start_ms = int(time.time() * 1000)
         await inst.start()
         self._started = True
         await inst.route_subscriptions(self.group, list(self.subscriptions))
@@ -217,6 +223,14 @@ class SimpleConsumer:
             groupName=self.group, consumeType=ConsumeType.CONSUME_POP,
             messageModel=MessageModel.CLUSTERING, consumeFromWhere=self.consume_from_where,
             subscriptionDataSet=[self.subscriptions[t] for t in sorted(self.subscriptions)])
+
+    def running_info(self) -> ConsumerRunningInfo:
+        """GET_CONSUMER_RUNNING_INFO's answer: settings and subscriptions (no queue of its own:
+        the broker hands out messages)."""
+        return running_info.build({
+            "consumerGroup": self.group, "messageModel": MessageModel.CLUSTERING.name,
+            "consumeFromWhere": self.consume_from_where.name, "fifo": self.fifo,
+            "awaitDuration": self.await_ms}, self.subscriptions, {}, None, self._start_ms)
 
     async def rebalance(self) -> None:
         """Nothing to do: the broker hands messages to whoever pops."""

@@ -5,7 +5,8 @@ answers their results through ``admin.jsonable`` (camelCase keys, as ``--json`` 
 ``GET /api/cluster``                        ``cluster_list``, each broker with its disk use
                                             (``broker_status``'s ``commitLogDiskRatio``)
 ``GET /api/topics``                         ``stats_all``: user topics, messages, groups
-``GET /api/topics/{topic}``                 ``topic_status``: min/max offset per queue
+``GET /api/topics/{topic}``                 ``topic_status``: min/max offset per queue;
+                                            ``get_topic_config``: each master's config
 ``GET /api/groups``                         ``consumer_progress`` of every group
 ``GET /api/groups/{group}``                 ``consumer_progress`` and ``consumer_connection``
 ``GET /api/producers?group=&topic=``         ``producer_connection``
@@ -27,6 +28,7 @@ from rocketlite.admin import (
     cluster_list,
     consumer_connection,
     consumer_progress,
+    get_topic_config,
     jsonable,
     producer_connection,
     stats_all,
@@ -62,8 +64,11 @@ async def topics(request: web.Request) -> web.Response:
 @routes.get("/api/topics/{topic}")
 async def topic(request: web.Request) -> web.Response:
     name = request.match_info["topic"]
-    queues = await topic_status(session_of(request), name)
-    return web.json_response({"topic": name, "queues": jsonable(queues)})
+    session = session_of(request)
+    queues = await topic_status(session, name)
+    configs = await get_topic_config(session, name)
+    return web.json_response({"topic": name, "queues": jsonable(queues),
+                              "configs": jsonable(configs)})
 
 
 @routes.get("/api/groups")

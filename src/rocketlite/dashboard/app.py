@@ -15,10 +15,12 @@ from pathlib import Path
 
 from aiohttp import web
 
+from rocketlite.acl.sign import Credentials as AclCredentials
 from rocketlite.admin import AdminError, AdminSession, TopicNotFoundError, UnreachableError
 from rocketlite.dashboard import api, api_dlq, api_messages, api_offsets, pages
 from rocketlite.dashboard.auth import Credentials, Handler, guard
 from rocketlite.dashboard.state import STATE, DashboardState
+from rocketlite.remoting.tls import TlsOption
 
 STATIC = Path(__file__).parent / "static"
 DEFAULT_PORT = 8082
@@ -60,12 +62,15 @@ def create_app(session: AdminSession, credentials: Credentials | None = None) ->
 class DashboardServer:
     """The dashboard of the cluster behind ``namesrv`` on ``host:port``, on the running loop:
     ``rocketlite dashboard`` runs one alone, ``rocketlite start`` and ``broker`` beside the broker
-    (``dashboardPort``)."""
+    (``dashboardPort``, connecting with the broker's own TLS settings: ``tls``)."""
 
     def __init__(self, namesrv: str, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
-                 credentials: Credentials | None = None) -> None:
+                 credentials: Credentials | None = None, tls: TlsOption = None,
+                 acl: AclCredentials | None = None) -> None:
         self.namesrv, self.host, self.port = namesrv, host, port
-        self.credentials = credentials
+        self.credentials = credentials  # the login for writes
+        self.tls = tls
+        self.acl = acl  # what its requests to an ACL cluster are signed with
         self._runner: web.AppRunner | None = None
 
     @property
@@ -75,7 +80,8 @@ class DashboardServer:
 
     async def start(self) -> None:
         """Listen (``OSError`` when the port is taken: nothing is left open)."""
-        runner = web.AppRunner(create_app(AdminSession(self.namesrv), self.credentials),
+        runner = web.AppRunner(create_app(AdminSession(self.namesrv, tls=self.tls,
+                                                       credentials=self.acl), self.credentials),
                                access_log=None)
         await runner.setup()
         try:
@@ -92,10 +98,11 @@ class DashboardServer:
 
 
 async def serve(namesrv: str, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
-                credentials: Credentials | None = None) -> None:
+                credentials: Credentials | None = None, tls: TlsOption = None,
+                acl: AclCredentials | None = None) -> None:
     """Serve the dashboard of the cluster behind ``namesrv`` on ``host:port`` until SIGINT or
     SIGTERM; prints ``rocketlite ready: dashboard on http://...`` once it listens."""
-    server = DashboardServer(namesrv, host, port, credentials)
+    server = DashboardServer(namesrv, host, port, credentials, tls, acl)
     await server.start()
     try:
         done = asyncio.Event()

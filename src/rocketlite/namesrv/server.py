@@ -8,7 +8,9 @@ GET_BROKER_CLUSTER_INFO (106), GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206),
 DELETE_TOPIC_IN_NAMESRV (216: the topic's routes, of one cluster if ``clusterName`` is given;
 always SUCCESS, as Java), and the KV config
 (PUT 100, GET 101, DELETE 102, GET_KVLIST_BY_NAMESPACE 219), kept in ``kvConfig.json`` when a
-path is given. Everything runs on the event loop: each handler is a few dict operations.
+path is given. With ``acl_file`` (ACL on) the writes, DELETE_TOPIC_IN_NAMESRV, PUT/DELETE_KV_CONFIG
+and UPDATE_NAMESRV_CONFIG, need a request signed by an admin account of that ``plain_acl.yml``
+(``remoting/acl_gate.py``). Everything runs on the event loop: each handler is a few dict operations.
 
 A broker is dropped from the routes when the connection it last registered or heartbeated on
 closes (Apache's ``BrokerHousekeepingService`` -> ``onChannelDestroy``), ``close_grace_s`` (1 s)
@@ -32,9 +34,11 @@ from rocketlite.protocol.admin_headers import DeleteTopicFromNamesrvRequestHeade
 from rocketlite.protocol.bodies import KVTable, RegisterBrokerBody, TopicConfigSerializeWrapper
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
+from rocketlite.remoting.acl_gate import AclGate
 from rocketlite.remoting.connection import SERVER_LIMITS, Connection
 from rocketlite.remoting.limits import ConnectionLimits
 from rocketlite.remoting.server import RemotingServer
+from rocketlite.remoting.tls import TlsServerConfig
 from rocketlite.store.store_files import atomic_write_json, read_json
 
 log = logging.getLogger(__name__)
@@ -43,6 +47,10 @@ SCAN_INTERVAL_S = 5.0
 CLOSE_GRACE_S = 1.0
 STANDARD_JSON_VERSION = 401  # MQVersion V4_9_4: clients from here on get standard JSON routes
 MAX_KV_ENTRIES = 100_000
+NAMESRV_ADMIN_CODES = (RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.DELETE_TOPIC_IN_NAMESRV,
+                       RequestCode.PUT_KV_CONFIG, RequestCode.DELETE_KV_CONFIG,
+                       RequestCode.UPDATE_NAMESRV_CONFIG)
+"""What the NameServer's ACL checks (all need an admin account, ``acl.perm.ADMIN_CODES``)."""
 
 
 def now_ms() -> int:
@@ -60,9 +68,15 @@ class NameServer:
         auto_create_route: bool = True,
         limits: ConnectionLimits = SERVER_LIMITS,
         close_grace_s: float = CLOSE_GRACE_S,
+        tls: TlsServerConfig | None = None,
+        acl_file: Path | None = None,
     ) -> None:
         self.routes = RouteInfo(auto_create_route)
-        self.server = RemotingServer(host, port, name="namesrv", limits=limits)
+        self.server = RemotingServer(host, port, name="namesrv", limits=limits, tls=tls)
+        # With an ACL file, the writes (topic deletes, KV, config) need a signed admin account;
+        # lookups and broker registrations pass as before.
+        self.acl = None if acl_file is None else AclGate(acl_file, codes=NAMESRV_ADMIN_CODES)
+        self.server.gate = self.acl
         self.server.close_listeners.append(self._connection_closed)
         self.close_grace_s = close_grace_s
         self._grace_timers: set[asyncio.TimerHandle] = set()
@@ -93,9 +107,13 @@ class NameServer:
     async def start(self) -> None:
         self._load_kv()
         await self.server.start()
+        if self.acl is not None:
+            self.acl.start()
         self._scan_task = asyncio.create_task(self._scan_loop(), name="namesrv-scan")
 
     async def close(self) -> None:
+        if self.acl is not None:
+            self.acl.close()
         if self._scan_task is not None:
             self._scan_task.cancel()
             try:

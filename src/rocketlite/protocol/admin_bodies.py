@@ -20,6 +20,7 @@ from rocketlite.protocol.bodies import (
     MessageModel,
     MessageQueue,
     SubscriptionData,
+    TopicConfig,
 )
 from rocketlite.protocol.headers import Int32, Int64
 
@@ -35,6 +36,7 @@ __all__ = [
     "ResetOffsetBodyForC",
     "SubscriptionGroupConfig",
     "SubscriptionGroupWrapper",
+    "TopicConfigAndQueueMapping",
     "TopicOffset",
     "TopicStatsTable",
 ]
@@ -182,3 +184,11 @@ class SubscriptionGroupWrapper(JsonBody):
 
     subscriptionGroupTable: dict[str, SubscriptionGroupConfig] = field(default_factory=dict)
     dataVersion: DataVersion = field(default_factory=DataVersion)
+
+
+@dataclass(slots=True, kw_only=True)
+class TopicConfigAndQueueMapping(TopicConfig):
+    """``statictopic/TopicConfigAndQueueMapping``, the reply of GET_TOPIC_CONFIG (351, 5.x): a
+    TopicConfig plus ``mappingDetail``, the logic queue mapping of a static topic. rocketlite has
+    no static topics, so the mapping is null, which fastjson leaves out: the JSON is the
+    TopicConfig's, and a Java broker's mapping is ignored when read."""

@@ -14,8 +14,10 @@ __all__ = [
     "GetBrokerConfigResponseHeader",
     "GetConsumeStatsRequestHeader",
     "GetConsumerConnectionListRequestHeader",
+    "GetConsumerRunningInfoRequestHeader",
     "GetProducerConnectionListRequestHeader",
     "GetSubscriptionGroupConfigRequestHeader",
+    "GetTopicConfigRequestHeader",
     "GetTopicStatsInfoRequestHeader",
     "QueryTopicConsumeByWhoRequestHeader",
     "QueryTopicsByConsumerRequestHeader",
@@ -116,3 +118,24 @@ class GetSubscriptionGroupConfigRequestHeader(Header):
     """GET_SUBSCRIPTIONGROUP_CONFIG (352)."""
 
     group: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GetTopicConfigRequestHeader(Header):
+    """GET_TOPIC_CONFIG (351, 5.x). ``lo`` (5.x's TopicRequestHeader: answer the static topic's
+    logic queue mapping too) is read and has nothing to add here: rocketlite has no static
+    topics."""
+
+    topic: str
+    lo: bool | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GetConsumerRunningInfoRequestHeader(Header):
+    """GET_CONSUMER_RUNNING_INFO (307): mqadmin to a broker, which sends it on, unchanged, to the
+    client ``clientId`` of ``consumerGroup``; with ``jstackEnable`` the client adds a dump of its
+    threads."""
+
+    consumerGroup: str
+    clientId: str
+    jstackEnable: bool = False

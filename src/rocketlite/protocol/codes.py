@@ -58,6 +58,7 @@ class MQVersion(IntEnum):
     NameServer answers route queries in standard JSON when the request's version is V4_9_4 or later.
     """
 
+    V3_1_8_SNAPSHOT = 62  # the oldest a broker relays GET_CONSUMER_RUNNING_INFO to
     V3_1_8 = 63
     V3_4_9 = 121
     V4_9_4 = 401

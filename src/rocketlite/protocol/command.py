@@ -327,6 +327,15 @@ def _coerce_ext(ext: dict[str, object] | dict[str, str]) -> dict[str, str]:
     return out
 
 
+def text_ext_fields(ext: dict[str, str]) -> dict[str, str]:
+    """``ext`` as the wire carries it (text values, null ones left out; ``ext`` itself when it is
+    all text already): what a request signature covers."""
+    for v in ext.values():
+        if v.__class__ is not str:
+            return _coerce_ext(ext)
+    return ext
+
+
 def _language(v: object) -> str:
     if v.__class__ is int and 0 <= v < len(_LANGUAGE_BY_VALUE):
         return _LANGUAGE_BY_VALUE[v]

@@ -41,7 +41,7 @@ from typing import Protocol, cast
 
 from rocketlite.common.errors import FormatError, ProtocolError, RemotingError
 from rocketlite.protocol.codes import ResponseCode
-from rocketlite.protocol.command import FrameDecoder, RemotingCommand
+from rocketlite.protocol.command import FrameDecoder, RemotingCommand, decode_frame
 from rocketlite.remoting.limits import ConnectionLimits, FrameBudget, PeerLog
 from rocketlite.remoting.output import COALESCE_MAX, WRITE_ALONE, CoalescedOutput
 from rocketlite.remoting.pending import FutureWaiter, PendingTable, ReplyWaiter, next_opaque
@@ -83,6 +83,9 @@ RunHandler = Callable[["Connection", list[RemotingCommand]], None]
 answer each (replies, errors, oneway requests unanswered); the requests it does not take itself
 it passes, in order, to ``Connection.handle_request``. Raising is a bug: the run's requests are
 answered SYSTEM_ERROR."""
+
+Signer = Callable[[RemotingCommand], None]
+"""Adds credentials to an outgoing request's ext fields (``remoting/acl_gate.request_signer``)."""
 
 # A command read from the peer and not yet run, or work waiting for the write buffer to drain.
 Held = RemotingCommand | ProtocolError | Callable[[], None]
@@ -135,6 +138,7 @@ class Connection(CoalescedOutput, asyncio.Protocol):
         self._read_end: list[Callable[[], None]] = []  # work to run once the read is handled
         self._flush_scheduled = False
         self._sweeper: asyncio.TimerHandle | None = None
+        self.signer: Signer | None = None  # signs our requests (ACL credentials), if set
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
 
@@ -420,6 +424,8 @@ class Connection(CoalescedOutput, asyncio.Protocol):
         ``timeout`` seconds have passed, or ``RemotingError`` if the connection closes first."""
         fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
         opaque = cmd.opaque = next_opaque()
+        if self.signer is not None:
+            self.signer(cmd)
         self._wait(opaque, FutureWaiter(fut), timeout, cmd.code)
         self.send(cmd)
         return fut
@@ -433,6 +439,10 @@ class Connection(CoalescedOutput, asyncio.Protocol):
         task and no timer per request: the deadline joins the FIFO of the requests with the same
         timeout, which one periodic sweep walks. Raises ``RemotingError`` (and sends nothing)
         when the connection is closed or ``max_pending`` requests already wait."""
+        if self.signer is not None:  # re-encoded with the signature (only with credentials)
+            signed = decode_frame((head + body)[4:])
+            self.signer(signed)
+            head, body = signed.encode_parts()
         transport = self.transport
         pending = self._pending
         if transport is None or transport.is_closing() or len(pending.waiters) >= self.max_pending:
@@ -482,6 +492,8 @@ class Connection(CoalescedOutput, asyncio.Protocol):
     def send_oneway(self, cmd: RemotingCommand) -> None:
         cmd.flag |= 0x2
         cmd.opaque = next_opaque()
+        if self.signer is not None:
+            self.signer(cmd)
         self.send(cmd)
 
     def close(self) -> None:

@@ -13,6 +13,10 @@ them, and one ``PeerLog`` for warnings about bad peers. With ``max_idle_s`` a sw
 it, at most 5 s apart) closes connections with neither a read nor a write for that long (as
 RocketMQ's IdleStateHandler with ``serverChannelMaxIdleTimeSeconds``), and aborts those whose
 replies have waited above the write-buffer high mark for that long.
+
+With ``tls`` (``TlsServerConfig``, not disabled) the port takes TLS connections, and plain ones
+too in permissive mode (``tls_listen``); in enforcing mode a plain client's first request is
+answered SYSTEM_ERROR with a remark that the port needs TLS (``PlainRefusal``), then closed.
 """
 
 from __future__ import annotations
@@ -23,9 +27,12 @@ import time
 from collections.abc import Awaitable, Callable
 
 from rocketlite.protocol.codes import ResponseCode
-from rocketlite.protocol.command import RemotingCommand
+from rocketlite.protocol.command import FrameDecoder, RemotingCommand
 from rocketlite.remoting.connection import SERVER_LIMITS, Connection, RunHandler
+from rocketlite.remoting.gated_runs import Gate, GatedRuns
 from rocketlite.remoting.limits import ConnectionLimits, FrameBudget, PeerLog
+from rocketlite.remoting.tls import TlsServerConfig
+from rocketlite.remoting.tls_listen import Listening, listen
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +49,10 @@ class RemotingServer:
         *,
         name: str = "remoting",
         limits: ConnectionLimits = SERVER_LIMITS,
+        tls: TlsServerConfig | None = None,
     ) -> None:
         self.host = host
+        self.tls = tls
         self.port = port
         self.name = name
         self.limits = limits
@@ -52,9 +61,14 @@ class RemotingServer:
         self.connections: set[Connection] = set()
         self.close_listeners: list[Callable[[Connection], None]] = []
         self.peer_log = PeerLog(log)  # bad frames, rate-limited per peer host
+        # plain connections an enforcing port refused, failed TLS handshakes: once per peer host
+        self.tls_log = PeerLog(log, "refused connections", first=1)
         self.frame_budget = (FrameBudget(limits.buffered_frames_max, self.peer_log)
                              if limits.buffered_frames_max else None)
-        self._server: asyncio.Server | None = None
+        # Checks each request before its processor (``acl_gate.AclGate``): None lets it run, a
+        # response answers it instead (run handlers get only the requests it lets run).
+        self.gate: Gate | None = None
+        self._server: Listening | None = None
         self._sweeper: asyncio.TimerHandle | None = None
 
     def register(self, code: int, processor: Processor, *, run: RunHandler | None = None) -> None:
@@ -78,12 +92,15 @@ class RemotingServer:
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                 f"{self.name}: request code {cmd.code} is not supported",
             )
+        if self.gate is not None and (refused := self.gate(conn, cmd)) is not None:
+            return refused
         return processor(conn, cmd)
 
     def _make_connection(self) -> Connection:
         conn = Connection(self._dispatch, limits=self.limits, on_close=self._closed,
                           peer_log=self.peer_log, frame_budget=self.frame_budget,
-                          run_handlers=self.run_processors)
+                          run_handlers=self.run_processors if self.gate is None
+                          else GatedRuns(self.run_processors, self.gate))
         self.connections.add(conn)
         return conn
 
@@ -97,12 +114,11 @@ class RemotingServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            self._make_connection, self.host, self.port, reuse_address=True, backlog=1024
-        )
-        sock = self._server.sockets[0]
-        self.port = sock.getsockname()[1]
-        log.info("%s listening on %s:%d", self.name, self.host, self.port)
+        self._server, self.port = await listen(
+            self._make_connection, self.host, self.port, self.tls, name=self.name,
+            peer_log=self.tls_log, refuse=lambda: PlainRefusal(self.name))
+        mode = "" if self.tls is None else f" (TLS {self.tls.mode})"
+        log.info("%s listening on %s:%d%s", self.name, self.host, self.port, mode)
         if self.limits.max_idle_s:
             self._sweeper = loop.call_later(self._sweep_interval, self._sweep)
 
@@ -147,3 +163,48 @@ class RemotingServer:
             await self._server.wait_closed()
             self._server = None
         self.peer_log.flush()
+        self.tls_log.flush()
+
+
+REFUSAL_MAX_FRAME = 1 << 20
+REFUSAL_WAIT_S = 10.0
+
+
+class PlainRefusal(asyncio.Protocol):
+    """A plain connection to an enforcing port: its first request is answered SYSTEM_ERROR naming
+    TLS (the client's error then says why), then the connection is closed; one that sends no
+    whole frame within ``REFUSAL_WAIT_S`` (or a frame above ``REFUSAL_MAX_FRAME``) is closed."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.decoder = FrameDecoder(REFUSAL_MAX_FRAME)
+        self.transport: asyncio.Transport | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is no subclass
+        self._timer = asyncio.get_running_loop().call_later(REFUSAL_WAIT_S, transport.close)
+
+    def data_received(self, data: bytes) -> None:
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        try:
+            items = self.decoder.feed(data)
+        except Exception:  # noqa: BLE001 - a broken stream: nothing to answer
+            transport.close()
+            return
+        for item in items:
+            if isinstance(item, RemotingCommand) and not item.flag & 1:
+                if not item.is_oneway:
+                    reply = item.response(
+                        ResponseCode.SYSTEM_ERROR,
+                        f"{self.name}: this port accepts TLS connections only "
+                        "(tlsServerMode=enforcing): connect with TLS")
+                    transport.write(reply.encode())
+                transport.close()
+                return
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._timer is not None:
+            self._timer.cancel()

@@ -284,14 +284,29 @@ KEY_TO_FIELD: dict[str, str] = {key: name for name, key in _FIELD_KEYS.items()}
 
 def kwargs_from_properties(cls: type, props: Mapping[str, str]) -> dict[str, Any]:
     """Constructor arguments of a config dataclass whose fields carry their RocketMQ key in
-    ``metadata["key"]``: the keys present in ``props``, typed by the fields' annotations."""
+    ``metadata["key"]``: the keys present in ``props``, typed by the fields' annotations. A field
+    may also be set under the other names in ``metadata["aliases"]`` (another RocketMQ version's
+    name for the same setting); given under two names with different values it is a
+    ConfigError naming both, as neither can be said to win."""
     types = typing.get_type_hints(cls)
     values: dict[str, Any] = {}
     for f in fields(cls):
-        key = f.metadata["key"]
-        if key in props:
-            values[f.name] = parse_value(key, props[key].strip(), types[f.name])
+        given = [k for k in (f.metadata["key"], *f.metadata.get("aliases", ())) if k in props]
+        if not given:
+            continue
+        key = given[0]
+        values[f.name] = parse_value(key, props[key].strip(), types[f.name])
+        for other in given[1:]:
+            if parse_value(other, props[other].strip(), types[f.name]) != values[f.name]:
+                raise ConfigError(f"{key}={props[key].strip()} and {other}="
+                                  f"{props[other].strip()}: one setting given twice with two "
+                                  "values; keep one")
     return values
+
+
+def key_aliases(cls: type) -> dict[str, str]:
+    """Alias -> RocketMQ key of a config dataclass's fields (see ``kwargs_from_properties``)."""
+    return {alias: f.metadata["key"] for f in fields(cls) for alias in f.metadata.get("aliases", ())}
 
 
 def to_properties(config: Any) -> dict[str, str]:

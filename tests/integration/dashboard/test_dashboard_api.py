@@ -50,6 +50,9 @@ async def test_topics_and_their_queues(dash: DashEnv) -> None:
     queues = (await get(dash.url + f"/api/topics/{TOPIC}"))["queues"]
     assert [q["queueId"] for q in queues] == list(range(QUEUES))
     assert sum(q["maxOffset"] for q in queues) == N and all(q["minOffset"] == 0 for q in queues)
+    (cfg,) = (await get(dash.url + f"/api/topics/{TOPIC}"))["configs"]  # GET_TOPIC_CONFIG
+    assert cfg["config"]["topicName"] == TOPIC and cfg["config"]["perm"] == 6
+    assert cfg["config"]["readQueueNums"] == cfg["config"]["writeQueueNums"] == QUEUES
     missing = await get(dash.url + "/api/topics/NoSuchTopic", status=404)
     assert "does not exist" in missing["error"]
 
@@ -168,6 +171,7 @@ async def test_producers_of_a_group(dash: DashEnv) -> None:
         assert p.instance is not None
         (c,) = (await get(dash.url + q))["connections"]
         assert c["clientId"] == p.instance.client_id and c["language"] == "PYTHON"
+        assert (c["version"], c["versionDesc"]) == (479, "V5_3_3")
     assert "give a producer group" in (await get(dash.url + "/api/producers?group=x", status=400))["error"]
 
 

@@ -2,8 +2,9 @@
 Debian's chromium-driver, against a broker with traffic (``dashhelp``). Each page is loaded and
 must show what the broker holds: the broker on the cluster page, the topic with the right max
 offset and its queues on the topics page, the group's lag in a table and a chart, a message found
-by key with its body, the dead letters and a resend done after logging in, and the lag chart's
-drop after an offset reset. Each page's screenshot
+by key with its body, the dead letters and a resend done after logging in, a dead letter re-sent
+from the DLQ page reaching a running consumer of its group and then shown consumed by that group
+on its message's page, and the lag chart's drop after an offset reset. Each page's screenshot
 goes to the test's tmp dir (``docs/img/`` holds a copy, refreshed by hand)."""
 
 from __future__ import annotations
@@ -33,16 +34,22 @@ from dashhelp import (
     PASSWORD,
     QUEUES,
     RATE_TOPIC,
+    RESEND_DEAD,
+    RESEND_GROUP,
+    RESEND_TOPIC,
     TOPIC,
     USER,
     DashEnv,
     N,
     body,
     key,
+    resend_body,
     send_more,
 )
-from rocketlite.client.message import Message
+from rocketlite.client.instance import ClientConfig
+from rocketlite.client.message import Message, MessageExt
 from rocketlite.client.producer import Producer
+from rocketlite.client.push_consumer import ConsumeStatus, PushConsumer
 
 pytestmark = pytest.mark.integration
 WAIT_S = 30
@@ -120,6 +127,13 @@ def wait_for(driver: WebDriver, what: str, check: Callable[[WebDriver], object])
         check, f"{what} not shown in {WAIT_S} s")
 
 
+def login(driver: WebDriver) -> None:
+    """Fill in the page's login form (the dashboard's credentials) and use it."""
+    driver.find_element(By.ID, "login-user").send_keys(USER)
+    driver.find_element(By.ID, "login-password").send_keys(PASSWORD)
+    driver.find_element(By.ID, "login-save").click()
+
+
 def no_error(driver: WebDriver) -> None:
     shown = driver.find_element(By.ID, "error")
     assert not shown.is_displayed(), shown.text
@@ -155,6 +169,9 @@ def test_topics_page(dash: DashEnv, browser: WebDriver, shots: Path) -> None:
     wait_for(browser, "the queues", lambda d: len(rows(d, "queues")) == QUEUES)
     heads, queues = table(browser, "queues")
     assert sum(int(c[heads.index("max offset")]) for c in queues.values()) == N
+    heads, configs = table(browser, "configs")  # as the broker holds it (GET_TOPIC_CONFIG)
+    (cfg,) = configs.values()
+    assert (cfg[heads.index("read queues")], cfg[heads.index("perm")]) == (str(QUEUES), "6")
     # the rate chart: messages per second from the growth of the max offsets between polls
     wait_for(browser, "the rate chart", lambda d: RATE_TOPIC in d.execute_script(RATES_SHOWN))
     asyncio.run(asyncio.wait_for(send_more(dash.ns, RATE_MORE), 30))
@@ -216,14 +233,64 @@ def test_dlq_page_resends_after_login(dash: DashEnv, browser: WebDriver, shots: 
     result = browser.find_element(By.ID, "resend-result")
     browser.find_element(By.ID, "resend-one").click()  # no login yet: refused
     wait_for(browser, "the refusal", lambda d: result.text.startswith("refused: log in"))
-    browser.find_element(By.ID, "login-user").send_keys(USER)
-    browser.find_element(By.ID, "login-password").send_keys(PASSWORD)
-    browser.find_element(By.ID, "login-save").click()
+    login(browser)
     browser.find_element(By.ID, "resend-one").click()
     wait_for(browser, "the resend", lambda d: result.text.startswith("re-sent "))
     assert result.text == "re-sent 1 of 1 read"
     no_error(browser)
     browser.save_screenshot(str(shots / "dlq.png"))
+
+
+def test_dlq_resend_is_consumed(dash: DashEnv, browser: WebDriver, shots: Path) -> None:
+    """A dead letter re-sent from the DLQ page goes back to its topic: a running consumer of its
+    group receives it, and the message's page shows that group has consumed it."""
+    got: list[MessageExt] = []
+    with live_consumer(dash.ns, RESEND_GROUP, RESEND_TOPIC, got):
+        browser.get(dash.url + f"/dlq?group={RESEND_GROUP}")
+        wait_for(browser, "the dead letters",
+                 lambda d: len(rows(d, "dead-letters")) == RESEND_DEAD)
+        heads, dead = table(browser, "dead-letters")
+        assert sorted(c[heads.index("body")] for c in dead.values()) == [
+            resend_body(i) for i in range(RESEND_DEAD)]
+        oldest = dead["#0"]  # "Resend next" re-sends the oldest (first listed) not re-sent yet
+        text_of_oldest = oldest[heads.index("body")]
+        assert oldest[heads.index("original topic")] == RESEND_TOPIC
+        result = browser.find_element(By.ID, "resend-result")
+        login(browser)
+        browser.find_element(By.ID, "resend-one").click()
+        wait_for(browser, "the resend", lambda d: result.text.startswith("re-sent "))
+        assert result.text == "re-sent 1 of 1 read"
+        wait_for(browser, "the consumer's receipt", lambda d: got)
+        (m,) = got  # only the re-sent one: the group had consumed the rest of its topic
+        assert (m.topic, m.body.decode()) == (RESEND_TOPIC, text_of_oldest)
+        assert m.msg_id != oldest[heads.index("msgId")]  # a new message, the dead letter's copy
+
+        browser.get(dash.url + "/messages")
+        wait_for(browser, "the search form", lambda d: d.find_elements(By.ID, "q-id"))
+        field(browser, "topic").send_keys(RESEND_TOPIC)
+        field(browser, "id").send_keys(m.msg_id)
+        browser.find_element(By.ID, "q-go").click()
+        wait_for(browser, "the body", lambda d: d.find_elements(By.ID, "body"))
+        assert browser.find_element(By.ID, "body").text == text_of_oldest
+
+        # the page shows the group's committed offset when it loads: once the state is shown
+        # and is not "consumed" yet, load it again (the consumer commits every 0.5 s)
+        def consumed(d: WebDriver) -> bool:
+            cells = rows(d, "consumed").get(RESEND_GROUP)
+            if cells is not None and cells[-1] == "consumed":
+                return True
+            if text(d, "consumed"):
+                d.refresh()
+            return False
+
+        wait_for(browser, f"{RESEND_GROUP} consumed it", consumed)
+        heads, groups = table(browser, "consumed")
+        cells = groups[RESEND_GROUP]
+        assert cells[heads.index("online")] == "1"  # the live consumer
+        assert int(cells[heads.index("group's offset")]) > m.queue_offset
+        no_error(browser)
+        browser.execute_script("document.getElementById('consumed').scrollIntoView();")
+        browser.save_screenshot(str(shots / "messages-consumed.png"))
 
 
 CHART_SERIES = """
@@ -243,9 +310,7 @@ def test_groups_page_reset_changes_the_lag_chart(dash: DashEnv, browser: WebDriv
     result = browser.find_element(By.ID, "reset-result")
     browser.find_element(By.ID, f"reset-end-{DLQ_TOPIC}").click()
     wait_for(browser, "the refusal", lambda d: result.text.startswith("refused: log in"))
-    browser.find_element(By.ID, "login-user").send_keys(USER)
-    browser.find_element(By.ID, "login-password").send_keys(PASSWORD)
-    browser.find_element(By.ID, "login-save").click()
+    login(browser)
     browser.find_element(By.ID, f"reset-end-{DLQ_TOPIC}").click()
     wait_for(browser, "the reset", lambda d: result.text.startswith(f"reset {DLQ_TOPIC}: "))
     wait_for(browser, "the lag's drop in the chart",
@@ -259,27 +324,59 @@ def test_groups_page_reset_changes_the_lag_chart(dash: DashEnv, browser: WebDriv
 
 
 @contextlib.contextmanager
-def live_producer(ns: str, group: str) -> Iterator[str]:
-    """A Producer of ``group`` connected (one message sent) on its own event loop in a thread,
-    while the browser looks; its client id."""
+def background_loop() -> Iterator[Callable[[Any], Any]]:
+    """An event loop in a thread, for clients that live while the browser looks; yields ``run``,
+    which runs a coroutine there and returns its result (30 s at most)."""
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
-    p = Producer(group, namesrv_addr=ns)
 
     def run(coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, loop).result(30)
 
     try:
-        run(p.start())
-        run(p.send(Message(RATE_TOPIC, b"live")))
-        assert p.instance is not None
-        yield p.instance.client_id
+        yield run
     finally:
-        run(p.shutdown())
         loop.call_soon_threadsafe(loop.stop)
         thread.join(30)
         loop.close()
+
+
+@contextlib.contextmanager
+def live_producer(ns: str, group: str) -> Iterator[str]:
+    """A Producer of ``group`` connected (one message sent) while the browser looks; its client
+    id."""
+    with background_loop() as run:
+        p = Producer(group, namesrv_addr=ns)
+        try:
+            run(p.start())
+            run(p.send(Message(RATE_TOPIC, b"live")))
+            assert p.instance is not None
+            yield p.instance.client_id
+        finally:
+            run(p.shutdown())
+
+
+@contextlib.contextmanager
+def live_consumer(ns: str, group: str, topic: str, got: list[MessageExt]) -> Iterator[None]:
+    """A PushConsumer of ``group`` on ``topic`` running while the browser looks, appending what
+    it consumes to ``got``; it commits its offsets every 0.5 s, so the dashboard sees them."""
+    with background_loop() as run:
+        c = PushConsumer(group, config=ClientConfig(namesrv_addr=ns, rebalance_interval=0.5,
+                                                    heartbeat_interval=1.0,
+                                                    persist_offset_interval=0.5))
+        c.subscribe(topic, "*")
+
+        def take(msgs: list[MessageExt]) -> ConsumeStatus:
+            got.extend(msgs)
+            return ConsumeStatus.CONSUME_SUCCESS
+
+        c.register_listener(take)
+        try:
+            run(c.start())
+            yield
+        finally:
+            run(c.shutdown())
 
 
 def test_producers_page(dash: DashEnv, browser: WebDriver, shots: Path) -> None:
@@ -292,6 +389,7 @@ def test_producers_page(dash: DashEnv, browser: WebDriver, shots: Path) -> None:
         wait_for(browser, "the connection", lambda d: client_id in rows(d, "producers"))
         heads, found = table(browser, "producers")
         assert found[client_id][heads.index("language")] == "PYTHON"
+        assert found[client_id][heads.index("version")] == "V5_3_3"  # by name, as mqadmin
         no_error(browser)
         browser.save_screenshot(str(shots / "producers.png"))
     print(f"screenshots in {shots}")

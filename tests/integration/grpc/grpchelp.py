@@ -16,6 +16,7 @@ from rocketlite.broker.config import BrokerConfig
 from rocketlite.namesrv.server import NameServer
 from rocketlite.proxy.pb import service_pb2_grpc
 from rocketlite.proxy.server import GrpcFront
+from rocketlite.remoting.tls import TlsServerConfig
 from rocketlite.store.config import StoreConfig
 
 CLIENT_ID = "test-client@1234#0"
@@ -61,7 +62,10 @@ class GrpcEnv:
 
 @contextlib.asynccontextmanager
 async def grpc_world(root: Path, broker_props: dict[str, str] | None = None,
-                     impl: str | None = None, **store_props: str) -> AsyncIterator[GrpcEnv]:
+                     impl: str | None = None, tls: TlsServerConfig | None = None,
+                     **store_props: str) -> AsyncIterator[GrpcEnv]:
+    """The world; with ``tls`` the front's port takes TLS as it says (``env.channel`` stays a
+    plain channel: TLS tests open their own)."""
     ns = NameServer("127.0.0.1", 0, auto_create_route=False)
     await ns.start()
     broker: Broker | None = None
@@ -72,7 +76,7 @@ async def grpc_world(root: Path, broker_props: dict[str, str] | None = None,
         props.update(broker_props or {})
         broker = Broker(BrokerConfig.from_properties(props), store_config(root, **store_props))
         await broker.start()
-        front = GrpcFront(broker, 0, host="127.0.0.1", impl=impl or IMPL)
+        front = GrpcFront(broker, 0, host="127.0.0.1", impl=impl or IMPL, tls=tls)
         for name, value in FRONT_OVERRIDES.items():
             setattr(front.ctx, name, value)
         await front.start()

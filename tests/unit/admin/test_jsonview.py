@@ -9,6 +9,7 @@ import json
 import pytest
 
 from rocketlite.admin.jsonview import camel, jsonable
+from rocketlite.protocol.admin_bodies import ClientConnection, ConsumerConnection, ProducerConnection
 from rocketlite.protocol.bodies import QueueData, TopicRouteData
 
 
@@ -48,3 +49,17 @@ def test_camel() -> None:
 def test_other_objects_are_refused() -> None:
     with pytest.raises(TypeError):
         jsonable(object())
+
+
+def test_connections_name_the_client_version() -> None:
+    ons = ClientConnection(clientId="192.0.2.2@77", clientAddr="127.0.0.1:1", language="JAVA",
+                           version=121)
+    cpp = ClientConnection(clientId="78-127.0.0.1@DEFAULT", clientAddr="127.0.0.1:2",
+                           language="CPP", version=63)
+    assert jsonable([ons]) == [{**ons.to_obj(), "versionDesc": "V3_4_9"}]
+    cc = jsonable(ConsumerConnection(connectionSet={ons, cpp}))
+    assert sorted((c["clientId"], c["version"], c["versionDesc"]) for c in cc["connectionSet"]) \
+        == [("192.0.2.2@77", 121, "V3_4_9"), ("78-127.0.0.1@DEFAULT", 63, "V3_1_8")]
+    pc = jsonable(ProducerConnection(connectionSet={cpp}))
+    assert pc["connectionSet"] == [{**cpp.to_obj(), "versionDesc": "V3_1_8"}]
+    assert "versionDesc" not in ons.to_obj()  # the wire body stays Java's Connection

@@ -37,6 +37,8 @@ KEYS = {
     "traceTopicEnable", "msgTraceTopicName",
     # Prometheus /metrics (rocketlite's name for RocketMQ 5's metricsPromExporterPort)
     "metricsPort", "dashboardPort",
+    # ACL (aclEnable is BrokerConfig's; aclFile is rocketlite's)
+    "aclEnable", "aclFile",
 }
 
 
@@ -166,3 +168,31 @@ def test_remoting_limits_come_from_the_netty_keys() -> None:
     assert limits.read_backpressure
     default = BrokerConfig().remoting_limits()
     assert (default.max_idle_s, default.write_high, default.write_low) == (120.0, 4 << 20, 1 << 20)
+
+
+def test_metrics_port_is_also_read_under_rocketmq5s_name(tmp_path: Path) -> None:
+    """RocketMQ 5's ``metricsPromExporterPort`` sets ``metricsPort``; written back as metricsPort."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("metricsPromExporterPort = 15557\n", encoding="utf-8")
+    c = BrokerConfig.from_file(conf)
+    assert c.metrics_port == 15557
+    assert c.to_properties()["metricsPort"] == "15557"
+    assert "metricsPromExporterPort" not in c.to_properties()
+    assert BrokerConfig.from_properties({"metricsPromExporterPort": "0"}).metrics_port == 0
+    same = {"metricsPort": "6000", "metricsPromExporterPort": " 6000 "}
+    assert BrokerConfig.from_properties(same).metrics_port == 6000
+
+
+def test_metrics_port_under_both_names_with_two_values_is_refused() -> None:
+    with pytest.raises(ConfigError, match="metricsPort=6000 and metricsPromExporterPort=6001"):
+        BrokerConfig.from_properties({"metricsPort": "6000", "metricsPromExporterPort": "6001"})
+    with pytest.raises(ConfigError, match="metricsPromExporterPort"):
+        BrokerConfig.from_properties({"metricsPromExporterPort": "70000"})
+    with pytest.raises(ConfigError, match="metricsPromExporterPort='x'"):
+        BrokerConfig.from_properties({"metricsPromExporterPort": "x"})
+
+
+def test_acl_is_off_by_default_and_takes_a_file() -> None:
+    assert BrokerConfig().acl_enable is False and BrokerConfig().acl_file == ""
+    c = BrokerConfig.from_properties({"aclEnable": "true", "aclFile": "/etc/rocketlite/acl.yml"})
+    assert c.acl_enable and c.acl_file == "/etc/rocketlite/acl.yml"

@@ -173,7 +173,7 @@ def test_families_labels_and_values(broker: Broker) -> None:
 
     assert _sample(reg, "rocketmq_producer_connections", language="JAVA", version="V5_3_3",
                    protocol_type="remoting") == 2
-    assert _sample(reg, "rocketmq_producer_connections", language="CPP", version="7",
+    assert _sample(reg, "rocketmq_producer_connections", language="CPP", version="V3_0_0_BETA6_SNAPSHOT",
                    protocol_type="remoting") == 1
     assert _sample(reg, "rocketmq_consumer_connections", consumer_group="G", language="JAVA",
                    version="V4_9_4", consume_mode="push", protocol_type="remoting",

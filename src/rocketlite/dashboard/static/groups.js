@@ -53,7 +53,7 @@ async function groupsPage() {
     if (!conns.length) nodes.push(Dash.el("p", {id: "offline"}, "offline: no member connected"));
     else nodes.push(Dash.table("connections", [
       ["client id", c => c.clientId], ["address", c => c.clientAddr],
-      ["language", c => c.language], ["version", c => c.version],
+      ["language", c => c.language], ["version", c => c.versionDesc],
     ], conns));
   }
   Dash.show(nodes);

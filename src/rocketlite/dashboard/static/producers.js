@@ -17,7 +17,7 @@ async function producersPage() {
     nodes.push(Dash.el("h2", {}, "Connections of " + group + " to " + topic),
       Dash.table("producers", [
         ["client id", c => c.clientId], ["address", c => c.clientAddr],
-        ["language", c => c.language], ["version", c => c.version],
+        ["language", c => c.language], ["version", c => c.versionDesc],
       ], found.map(c => Object.assign({__key: c.clientId}, c))));
   }
   Dash.show(nodes);

@@ -32,6 +32,15 @@ async function topicsPage() {
       ["max offset", q => q.maxOffset],
       ["last update", q => Dash.time(q.lastUpdateTimestamp)],
     ], rows));
+    const configs = t.configs.map(c => Object.assign({__key: c.address}, c.config, {address: c.address}));
+    nodes.push(Dash.el("h2", {}, "Config of " + chosen), Dash.table("configs", [
+      ["broker", c => c.address],
+      ["read queues", c => c.readQueueNums],
+      ["write queues", c => c.writeQueueNums],
+      ["perm", c => c.perm],
+      ["order", c => String(c.order)],
+      ["filter", c => c.topicFilterType],
+    ], configs));
   }
   const data = await Dash.api("/api/topics");
   recordRates(data.topics);

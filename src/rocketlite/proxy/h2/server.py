@@ -31,6 +31,9 @@ from google.protobuf.message_factory import GetMessageClass
 
 from rocketlite.proxy.h2.connection import H2Connection, Limits
 from rocketlite.proxy.h2.stream import Stream
+from rocketlite.remoting.limits import PeerLog
+from rocketlite.remoting.tls import TlsServerConfig
+from rocketlite.remoting.tls_listen import Listening, listen
 
 log = logging.getLogger(__name__)
 
@@ -156,16 +159,19 @@ class H2Server:
         self.methods = methods
         self.limits = limits or Limits()
         self.connections: set[H2Connection] = set()
-        self._server: asyncio.Server | None = None
+        self._server: Listening | None = None
         # a header list (the connection's cached, decoded block) -> what _request_info read
         self._infos: dict[int, tuple[list[tuple[str, str]], str, bool, float | None]] = {}
         self._deadlines = Deadlines()
 
-    async def start(self, host: str, port: int) -> int:
-        """Listens on ``host:port``; the port bound."""
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._connection, host, port, reuse_address=True)
-        return int(self._server.sockets[0].getsockname()[1])
+    async def start(self, host: str, port: int, tls: TlsServerConfig | None = None) -> int:
+        """Listens on ``host:port``, with TLS (ALPN ``h2``) as ``tls`` says (``remoting.tls_listen``:
+        permissive takes plain and TLS on the port, enforcing closes plain connections); the
+        port bound."""
+        self._server, bound = await listen(self._connection, host, port, tls, name="gRPC front",
+                                           peer_log=PeerLog(log, "refused connections", first=1),
+                                           alpn=["h2"])
+        return bound
 
     def _connection(self) -> H2Connection:
         conn = H2Connection(self._stream, self.limits, self.connections.discard, _run_ready)

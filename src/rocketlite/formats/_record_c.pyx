@@ -1,8 +1,9 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """Compiled twins of ``rocketlite.formats.record_scan``: ``scan_records`` (recovery's walk over a
 segment, checks as ``message_record.check_record``) and ``dispatch_plan`` (the ConsumeQueue units
-of a run of plain records, packed per queue); and of ``record_batch.encode_batch`` (a batch append's
-records in one call). ``tests/unit/native/test_record_twin.py`` checks them against the pure
+of a run of plain records, packed per queue); of ``record_batch.encode_batch`` (a batch append's
+records in one call); and of ``message_record.unit_record_ok`` (each record a pull serves checked
+against its ConsumeQueue unit). ``tests/unit/native/test_record_twin.py`` checks them against the pure
 functions. The body CRC is the one ``message_record`` uses (ISA-L's).
 """
 
@@ -27,6 +28,7 @@ cdef enum:
     BLANK_MAGIC = -875286124  # 0xCBD43194
     FIXED_SIZE_V4 = 91
     HOSTS_V6 = 0x30
+    V4_BODY_AT = 88  # TOTALSIZE ... BODYLENGTH with IPv4 hosts
 
 cdef bytes _SCHEDULE = b"SCHEDULE_TOPIC_XXXX"
 
@@ -311,3 +313,28 @@ def tags_codes(props):
         else:
             out[k] = <int32_t>h
     return out
+
+
+def unit_record_ok(buf, Py_ssize_t pos, Py_ssize_t size, int64_t phys, int64_t queue_id,
+                   int64_t queue_offset, bytes topic):
+    cdef const unsigned char[::1] src = buf
+    cdef Py_ssize_t n = src.shape[0], tlen = len(topic), body_len, topic_at, props_at
+    cdef const unsigned char* b
+    if size < V4_BODY_AT or pos < 0 or pos > n - size:
+        return False
+    b = &src[0] + pos
+    body_len = be_i32(b + 84)
+    if be_i32(b) != size or be_i32(b + 4) != MAGIC_V1 or be_i32(b + 36) & HOSTS_V6 or body_len < 0:
+        return False
+    topic_at = V4_BODY_AT + body_len + 1
+    props_at = topic_at + tlen + 2
+    if props_at > size or b[topic_at - 1] != tlen:
+        return False
+    if props_at + ((<Py_ssize_t>b[props_at - 2] << 8) | b[props_at - 1]) != size:
+        return False
+    if be_i32(b + 12) != queue_id or be_i64(b + 20) != queue_offset or be_i64(b + 28) != phys:
+        return False
+    if tlen and memcmp(b + topic_at, PyBytes_AS_STRING(topic), tlen) != 0:
+        return False
+    body = memoryview(buf)[pos + V4_BODY_AT : pos + V4_BODY_AT + body_len]
+    return (_crc32(body) & 0x7FFFFFFF) == <uint32_t>be_i32(b + 8)

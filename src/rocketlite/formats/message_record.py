@@ -388,6 +388,62 @@ def check_record(buf: Buffer, pos: int, limit: int, verify_crc: bool = True) -> 
     return parts[0] if parts else 0
 
 
+_QUEUE_AND_OFFSETS = struct.Struct(">i4xqq")  # QUEUEID, (FLAG), QUEUEOFFSET, PHYSICALOFFSET at byte 12
+
+
+def unit_record_ok(buf: Buffer, pos: int, size: int, phys: int, queue_id: int,
+                   queue_offset: int, topic: bytes) -> bool:
+    """``unit_mismatch``'s common case in one unpack: True when the ``size`` bytes at ``pos`` are
+    a whole record of the common shape (IPv4 hosts, V1 topic) at CommitLog offset ``phys`` of
+    that queue, queue offset and topic. False says nothing more (another shape, or damage):
+    ``unit_mismatch`` then walks the record. ``record_scan.unit_record_ok`` is this or its
+    compiled twin."""
+    if size < _V4_BODY_AT or pos < 0 or pos + size > len(buf):
+        return False
+    f = _V4_FIXED.unpack_from(buf, pos)
+    body_len = f[14]
+    topic_at = pos + _V4_BODY_AT + body_len + 1
+    props_at = topic_at + len(topic) + 2
+    end = pos + size
+    return bool(
+        f[0] == size and f[1] == MAGIC_V1 and not f[7] & _HOSTS_V6 and body_len >= 0
+        and props_at <= end and buf[topic_at - 1] == len(topic)
+        and props_at + _U16.unpack_from(buf, props_at - 2)[0] == end
+        and f[3] == queue_id and f[5] == queue_offset and f[6] == phys
+        and buf[topic_at : topic_at + len(topic)] == topic
+        and crc32(memoryview(buf)[topic_at - 1 - body_len : topic_at - 1]) & 0x7FFFFFFF == f[2])
+
+
+def unit_mismatch(buf: Buffer, pos: int, size: int, phys: int, queue_id: int, queue_offset: int,
+                  topic: bytes) -> str | None:
+    """Why the ``size`` bytes at ``pos`` are not the record a ConsumeQueue unit of ``topic``,
+    ``queue_id`` at ``queue_offset`` points to (CommitLog offset ``phys``), or None if they are:
+    a whole record (frame and BODYCRC) of exactly ``size`` bytes with that PHYSICALOFFSET, queue,
+    queue offset and topic. What a damaged
+    ConsumeQueue unit or a damaged record in a segment recovery did not re-verify would
+    otherwise be served as a message (the store fuzzer found both)."""
+    if unit_record_ok(buf, pos, size, phys, queue_id, queue_offset, topic):
+        return None
+    try:
+        parts = _parse(buf, pos, pos + size, True)
+    except CorruptRecordError as e:
+        return str(e)
+    if not parts:
+        return f"a BLANK record at position {pos}"
+    if parts[0] != size:
+        return f"a {parts[0]}-byte record at position {pos}, the unit says {size}"
+    qid, qoff, at = _QUEUE_AND_OFFSETS.unpack_from(buf, pos + 12)
+    if qid != queue_id or qoff != queue_offset:
+        return (f"the record at position {pos} is queue {qid} offset {qoff}, not {queue_id} "
+                f"offset {queue_offset}")
+    if at != phys:
+        return f"the record at CommitLog offset {phys} says it is at {at}"
+    topic_at, topic_len = parts[7], parts[8]
+    if topic_len != len(topic) or bytes(buf[topic_at : topic_at + topic_len]) != topic:
+        return f"the record at position {pos} is of another topic"
+    return None
+
+
 TEAR_UNIT = 512
 """The smallest block a disk or the page cache writes: a write cut short by a crash (a short
 ``pwrite`` after SIGKILL, pages or sectors never written before a power loss) leaves whole blocks

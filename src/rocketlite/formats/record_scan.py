@@ -117,11 +117,13 @@ def _tags_codes_py(props: Sequence[bytes]) -> list[int]:
 scan_records: Callable[[rec.Buffer, int, int, bool, int], ScanResult] = _scan_records_py
 dispatch_plan: Callable[[rec.Buffer, int, int], Plan] = _dispatch_plan_py
 tags_codes: Callable[[Sequence[bytes]], list[int]] = _tags_codes_py
+unit_record_ok: Callable[[rec.Buffer, int, int, int, int, int, bytes], bool] = rec.unit_record_ok
 _c = native.load("rocketlite.formats._record_c")
 if _c is not None:
     scan_records = _c.scan_records
     dispatch_plan = _c.dispatch_plan
     tags_codes = _c.tags_codes
+    unit_record_ok = _c.unit_record_ok
 
 
 def scan_segment(buf: rec.Buffer, start: int, end: int, check_crc: bool,

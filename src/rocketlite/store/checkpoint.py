@@ -76,12 +76,14 @@ class StoreCheckpoint:
             CHECKPOINT.pack_into(self._file.mapping, 0, *(getattr(self, name) for name in _FIELDS))
             self._file.sync()
 
-    def close(self) -> None:
-        """Flush, unmap and close. A second call does nothing."""
+    def close(self, *, flush: bool = True) -> None:
+        """Flush (unless ``flush=False``: a store that failed to start leaves the file as it
+        found it), unmap and close. A second call does nothing."""
         if self._closed:
             return
         try:
-            self.flush()
+            if flush:
+                self.flush()
         finally:
             with self._lock:
                 self._closed = True

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from itertools import accumulate, repeat
 from operator import add
 
-from rocketlite.common.errors import MessageIllegalError, StoreError
+from rocketlite.common.errors import CorruptRecordError, MessageIllegalError, StoreError
 from rocketlite.formats import message_record as rec
 from rocketlite.formats.properties import nul_error
 from rocketlite.formats.record_batch import encode_batch
@@ -424,7 +424,13 @@ class CommitLog:
         pos = offset - mf.file_from_offset
         if pos >= mf.committed:
             return None
-        return rec.decode_record(mf.mm, pos, mf.committed, verify_crc=False)
+        # Verified (BODYCRC, and the record's own PHYSICALOFFSET): a damaged record, or an offset
+        # from a damaged ConsumeQueue unit or index entry, raises rather than being served.
+        m = rec.decode_record(mf.mm, pos, mf.committed, verify_crc=True)
+        if m is not None and m.commit_log_offset != offset:
+            raise CorruptRecordError(f"the record at CommitLog offset {offset} says it is at "
+                                     f"{m.commit_log_offset}")
+        return m
 
     def record_size_at(self, offset: int) -> int:
         mf = self.files.find(offset)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from rocketlite.common.errors import DiskFullError
 from rocketlite.formats.consume_queue_unit import CQ_UNIT, CQ_UNIT_SIZE, is_valid_unit, units_struct
+from rocketlite.formats.message_record import FIXED_SIZE_V4
 from rocketlite.store.mapped_file import MappedFile
 from rocketlite.store.mapped_file_queue import MappedFileQueue
 
@@ -126,6 +127,15 @@ class ConsumeQueue:
         self.commit()
         if pos < self.min_logic_offset:
             return  # below the head that retention already removed
+        phys = int.from_bytes(unit[:8], "big", signed=True)
+        if queue_offset * FIXED_SIZE_V4 > phys:
+            # The queue's earlier records all precede this one in the CommitLog, each at least
+            # FIXED_SIZE_V4 bytes: this queue offset is a damaged record's (a flipped bit the
+            # body CRC does not cover), and following it would create every segment up to it.
+            log.error("consume queue %s-%d: the record at CommitLog offset %d claims queue offset "
+                      "%d, more records than the CommitLog can hold before it: damaged, not "
+                      "indexed", self.topic, self.queue_id, phys, queue_offset)
+            return
         mf = self._file_for(pos)
         rel = pos - mf.file_from_offset
         if rel > mf.wrote:

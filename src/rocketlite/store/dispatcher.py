@@ -95,6 +95,14 @@ class Dispatcher:
         self.delay_levels_ms: tuple[int, ...] = commitlog.config.delay_levels_ms
         self.dispatch_from = 0
         self.last_store_timestamp = 0
+        # Below this CommitLog offset every record is complete (recovery's valid end): a record
+        # there that does not parse is damaged, never still being written, so dispatch skips the
+        # rest of its segment instead of waiting for it (it would wait forever, and no message
+        # after it would ever reach its queue). A slave that truncates below it and refills
+        # from its master dispatches only up to its last whole record, so it meets no record
+        # still arriving there either.
+        self.settled_end = 0
+        self._corrupt = False  # the last segment dispatch stopped at a record that does not parse
         self.listeners: list[Listener] = []
         self.dirty: set[ConsumeQueue] = set()
         self._queues: dict[tuple[bytes, int], ConsumeQueue] = {}
@@ -239,11 +247,18 @@ class Dispatcher:
             if mf is None:
                 break
             base = mf.file_from_offset
+            self._corrupt = False
             pos = self._dispatch_segment(
                 mf.mm, start - base, min(mf.committed, stop - base), mf.committed
             )
             if pos == _SEGMENT_DONE:
                 start = base + mf.file_size  # BLANK: go on in the next segment
+                continue
+            if self._corrupt and base + pos < self.settled_end:
+                log.error("CommitLog offset %d: a damaged record below the recovered end %d; the "
+                          "rest of its segment is not dispatched (Java's ReputMessageService "
+                          "skips it too)", base + pos, self.settled_end)
+                start = min(base + mf.file_size, self.settled_end)
                 continue
             reached, start = base + pos, base + pos
             if reached < stop or stop == end:
@@ -351,6 +366,7 @@ class Dispatcher:
             return pos  # a whole record that ends past this round's limit
         except CorruptRecordError as e:
             log.error("CommitLog position %d: %s; dispatch waits", pos, e)
+            self._corrupt = True
         return pos
 
     def _put_runs(self, runs: list[Run]) -> None:

@@ -17,6 +17,7 @@ OFFSET_FOUND_NULL        no unit could be read at the offset
 
 from __future__ import annotations
 
+import logging
 import mmap
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,8 +25,12 @@ from enum import Enum
 
 from rocketlite.common import native
 from rocketlite.formats.consume_queue_unit import CQ_UNIT_SIZE
+from rocketlite.formats.message_record import unit_mismatch
+from rocketlite.formats.record_scan import unit_record_ok
 from rocketlite.store.commitlog import CommitLog
 from rocketlite.store.consume_queue import ConsumeQueue
+
+log = logging.getLogger(__name__)
 
 MAX_FILTER_SCAN_BYTES = 16_000  # RocketMQ's maxFilterMessageCount, in ConsumeQueue bytes
 FILTER_CHUNK_UNITS = 256  # units read at a time once a tag filter or a deleted head skips some
@@ -121,19 +126,22 @@ class _SegmentReader:
     that segment meanwhile leaves the mapping alive for it (``MappedFile.close`` lets a holder's
     view outlive the close), so the records found are still there when they are copied."""
 
-    __slots__ = ("base", "chunks", "cl", "end", "spans", "view", "views")
+    __slots__ = ("base", "chunks", "cl", "end", "queue_id", "spans", "topic", "view", "views")
 
-    def __init__(self, cl: CommitLog) -> None:
+    def __init__(self, cl: CommitLog, cq: ConsumeQueue) -> None:
         self.cl = cl
+        self.topic = cq.topic.encode()
+        self.queue_id = cq.queue_id
         self.base, self.end = 0, -1
         self.view = memoryview(b"")
         self.views: list[memoryview] = []
         self.spans: list[int] = []  # start, size within ``view``
         self.chunks: list[bytes] = []  # what earlier segments gave
 
-    def read(self, phys: int, size: int) -> bool:
-        """Take the ``size`` bytes at ``phys``; False if that range is gone or not yet readable
-        (``CommitLog.read``)."""
+    def read(self, phys: int, size: int, queue_offset: int) -> bool:
+        """Take the ``size`` bytes at ``phys``, the record of ``queue_offset``; False if that
+        range is gone or not yet readable (``CommitLog.read``), or holds no such record (a damaged
+        unit or record: logged, and never served)."""
         rel = phys - self.base
         if rel < 0 or rel + size > self.end:
             mf = self.cl.files.find(phys)
@@ -149,6 +157,13 @@ class _SegmentReader:
             rel = phys - self.base
             if rel + size > self.end:
                 return False
+        view, qid, topic = self.view, self.queue_id, self.topic
+        if not unit_record_ok(view, rel, size, phys, qid, queue_offset, topic) and (
+                why := unit_mismatch(view, rel, size, phys, qid, queue_offset, topic)) is not None:
+            log.error("not serving %s queue %d offset %d (CommitLog offset %d, %d bytes): %s",
+                      self.topic.decode(errors="replace"), self.queue_id, queue_offset, phys,
+                      size, why)
+            return False
         self.spans += (rel, size)
         return True
 
@@ -200,7 +215,7 @@ def get_message(
     next_offset = offset
     removing = False
     filtered = False
-    reader = _SegmentReader(cl)
+    reader = _SegmentReader(cl, cq)
     read = reader.read
     sizes, queue_offsets = result.sizes, result.queue_offsets
     while scanned < scan_max and len(sizes) < max_count and next_offset < hi:
@@ -227,7 +242,7 @@ def get_message(
                 filtered = True
                 next_offset += 1
                 continue
-            if not read(phys, size):
+            if not read(phys, size, next_offset):
                 removing = True
                 next_offset += 1
                 continue

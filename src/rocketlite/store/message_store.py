@@ -167,6 +167,7 @@ class MessageStore:
         try:
             self._load_and_recover()
         except BaseException:
+            self._release_files()
             self._lock_file.release()
             raise
         store_files.create_abort_file(cfg.abort_path)
@@ -207,6 +208,7 @@ class MessageStore:
         dispatch_from = max(min(dispatch_from, valid_end), self.commitlog.min_offset)
         log.info("dispatching CommitLog [%d, %d) to rebuild queues", dispatch_from, valid_end)
         self.dispatcher.dispatch_from = dispatch_from
+        self.dispatcher.settled_end = valid_end
         table = self.commitlog.topic_queue_table
         try:
             self.dispatcher.dispatch_available(valid_end)
@@ -235,6 +237,20 @@ class MessageStore:
                     continue
                 cq = self.consume_queue(topic_dir.name, int(qdir.name))
                 cq.load()
+
+    def _release_files(self) -> None:
+        """Close what a start that failed had opened, writing nothing: the files stay as they
+        were found, and a process that retries (or a caller that reports and goes on) keeps no
+        descriptors or mappings of them."""
+        self.allocator.close()
+        self.commitlog.close()
+        for cq in self.queues.values():
+            cq.files.close()
+        self.queues.clear()
+        if self.index is not None:
+            self.index.close(flush=False)
+        if self.checkpoint is not None:
+            self.checkpoint.close(flush=False)
 
     def shutdown(self) -> None:
         if not self.running:

@@ -167,3 +167,48 @@ def test_tags_codes(props: list[bytes]) -> None:
 
 def test_tags_codes_hash_as_java() -> None:
     assert C.tags_codes([b"TAGS\x01TagA\x02", b"", b"KEYS\x01k\x02"]) == [2598919, 0, 0]
+
+
+@given(st.lists(plain_records({}) | records().map(lambda m: m.encode()), min_size=1, max_size=4),
+       st.data())
+def test_unit_record_ok(parts: list[bytes], d: st.DataObject) -> None:
+    """A pull's check of a record against its ConsumeQueue unit: the twin says yes exactly when
+    the pure one does, whatever unit (right, another record's, a wrong size, CommitLog offset,
+    queue, queue offset or topic) and whatever damage; what either accepts, ``unit_mismatch``
+    accepts too, and it refuses a wrong offset, queue or queue offset."""
+    data = bytearray(b"".join(parts))
+    starts = [0]
+    for p in parts[:-1]:
+        starts.append(starts[-1] + len(p))
+    i = d.draw(st.integers(0, len(parts) - 1))
+    m = rec.decode_record(bytes(parts[i]))
+    assert m is not None
+    pos, size = starts[i], len(parts[i])
+    phys, qid, qoff, topic = m.commit_log_offset, m.queue_id, m.queue_offset, m.topic.encode()
+    what = d.draw(st.sampled_from(["right", "pos", "size", "phys", "qid", "qoff", "topic",
+                                   "damage"]))
+    if what == "pos":
+        pos = d.draw(st.integers(-2, len(data)))
+    elif what == "size":
+        size = d.draw(st.integers(0, len(data) + 2))
+    elif what == "phys":
+        phys ^= 1 << d.draw(st.integers(0, 62))  # another int64
+    elif what == "qid":
+        qid += d.draw(st.sampled_from([-1, 1, 2**31]))
+    elif what == "qoff":
+        qoff ^= 1 << d.draw(st.integers(0, 62))
+    elif what == "topic":
+        topic = d.draw(st.binary(max_size=8))
+    elif what == "damage":
+        at = d.draw(st.integers(starts[i], starts[i] + size - 1))
+        data[at] ^= 1 << d.draw(st.integers(0, 7))
+    buf = bytes(data)
+    want = rec.unit_record_ok(buf, pos, size, phys, qid, qoff, topic)
+    assert C.unit_record_ok(buf, pos, size, phys, qid, qoff, topic) == want
+    assert C.unit_record_ok(memoryview(buf), pos, size, phys, qid, qoff, topic) == want
+    if want:
+        assert rec.unit_mismatch(buf, pos, size, phys, qid, qoff, topic) is None
+    if what == "right":
+        assert rec.unit_mismatch(buf, pos, size, phys, qid, qoff, topic) is None
+    elif what in ("phys", "qid", "qoff"):
+        assert rec.unit_mismatch(buf, pos, size, phys, qid, qoff, topic) is not None

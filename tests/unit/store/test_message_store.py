@@ -166,13 +166,14 @@ def test_a_pull_keeps_the_records_it_found_when_retention_closes_their_segment(
     res = store.put_messages_sync([msg(body=b"m%d" % i) for i in range(3)])
     wait_dispatched(store)
     want = store.get_message("TopicTest", 0, 0).body
-    reader = _SegmentReader(store.commitlog)
-    assert all(reader.read(r.commit_log_offset, r.size) for r in res)
+    cq = store.consume_queue("TopicTest", 0)
+    reader = _SegmentReader(store.commitlog, cq)
+    assert all(reader.read(r.commit_log_offset, r.size, r.queue_offset) for r in res)
     segment = store.commitlog.files.files[0]
     segment.close()  # retention deletes the segment between the reads and the copy
     assert not segment.mm.closed  # the reader's view keeps the mapping
     assert reader.body() == want and len(want) == sum(r.size for r in res)
     reader.release()
     segment.mm.close()  # no view is left: the mapping can go now (BufferError if one were)
-    late = _SegmentReader(store.commitlog)
-    assert not late.read(res[0].commit_log_offset, res[0].size)  # a closed segment: removing
+    late = _SegmentReader(store.commitlog, cq)
+    assert not late.read(res[0].commit_log_offset, res[0].size, 0)  # a closed segment: removing

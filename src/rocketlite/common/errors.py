@@ -23,6 +23,10 @@ class MessageIllegalError(StoreError):
     """A message the store refuses: too large, empty or illegal topic, bad queue id."""
 
 
+class MessageTooLargeError(MessageIllegalError):
+    """A message body above ``maxMessageSize`` (counted as the ``message_size`` limit)."""
+
+
 class StoreLockedError(StoreError):
     """Another process holds the store's lock file."""
 

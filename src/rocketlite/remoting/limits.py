@@ -105,6 +105,37 @@ DEFAULT_WRITE_HIGH = 4 * 1024 * 1024
 DEFAULT_WRITE_LOW = 1024 * 1024
 DEFAULT_MAX_IDLE_S = 120.0
 DEFAULT_BUFFERED_FRAMES_MAX = 256 * 1024 * 1024
+DEFAULT_MAX_CONNECTIONS = 10_000
+DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 1_000
+"""One client host's share: a tenth of the broker's, so at least ten hosts get in while one
+misbehaves, and still far above what one application needs (a client instance holds one
+connection per broker; even a host with hundreds of producer and consumer instances behind one
+NAT address stays well under it)."""
+DEFAULT_MAX_EXT_FIELDS = 1_000
+"""A request header's ext fields: RocketMQ's requests carry at most a few dozen (a send ~15, plus
+the ACL's three); a header with thousands is no client's."""
+
+
+class LimitCounts:
+    """How often each limit was crossed since start, by name (``LIMITS``): the Prometheus family
+    ``rocketlite_limit_rejections_total{limit=...}``. Counted only at a crossing (one dict
+    increment); the normal path never touches it."""
+
+    __slots__ = ("counts",)
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def hit(self, limit: str) -> None:
+        self.counts[limit] = self.counts.get(limit, 0) + 1
+
+    def get(self, limit: str) -> int:
+        return self.counts.get(limit, 0)
+
+
+LIMITS = ("connections", "connections_per_address", "ext_fields", "autocreate_topic",
+          "autocreate_group", "message_size", "batch_size", "inflight", "pending_bytes")
+"""The ``limit`` label's values (each shown, 0 until crossed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +155,11 @@ class ConnectionLimits:
     * ``buffered_frames_max``: bytes of incomplete frames all of a server's connections may hold
       together (``maxBufferedFrameBytes``; 0: no bound but ``max_frame`` each); past it the
       connections holding the largest are closed.
+    * ``max_connections``/``max_connections_per_address``: a server's open connections, in all
+      and from one client IP (``maxConnections``/``maxConnectionsPerAddress``); a connection past
+      either is closed as soon as it is accepted.
+    * ``max_ext_fields``: ext fields in one request's header (``maxExtFields``); a request with
+      more is answered SYSTEM_ERROR without running.
     """
 
     max_frame: int = DEFAULT_MAX_FRAME
@@ -133,12 +169,17 @@ class ConnectionLimits:
     read_backpressure: bool = True
     max_idle_s: float = DEFAULT_MAX_IDLE_S
     buffered_frames_max: int = DEFAULT_BUFFERED_FRAMES_MAX
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    max_connections_per_address: int = DEFAULT_MAX_CONNECTIONS_PER_ADDRESS
+    max_ext_fields: int = DEFAULT_MAX_EXT_FIELDS
 
     def __post_init__(self) -> None:
         if not 0 <= self.write_low <= self.write_high:
             raise ValueError(f"write-buffer marks must be 0 <= low ({self.write_low}) <= high "
                              f"({self.write_high})")
-        if self.max_inflight < 1 or self.max_idle_s < 0 or self.buffered_frames_max < 0:
+        if (self.max_inflight < 1 or self.max_idle_s < 0 or self.buffered_frames_max < 0
+                or self.max_connections < 1 or self.max_connections_per_address < 1
+                or self.max_ext_fields < 0):
             raise ValueError(f"bad connection limits: {self}")
 
     @classmethod

@@ -2,7 +2,8 @@
 process with small limits, each crossing answered as documented and counted in
 ``rocketlite_limit_rejections_total{limit=...}``, and what stays within the limits served as
 before: connections per broker and per client address (closed at accept; a freed slot is taken
-again), ext fields per header (SYSTEM_ERROR, the connection goes on), topics and groups
+again), ext fields per header (SYSTEM_ERROR, the connection goes on), header bytes (the frame
+is not decoded: the connection is closed), topics and groups
 auto-created per minute (TOPIC_NOT_EXIST / SUBSCRIPTION_GROUP_NOT_EXIST naming the limit),
 message and batch bodies (MESSAGE_ILLEGAL). In-flight requests and pending reply bytes are
 crossed on an in-process ``RemotingServer`` (the broker's transport) in
@@ -19,6 +20,7 @@ from collections.abc import Iterator
 import pytest
 
 from brokerhelp import conf_broker, free_port, pull_request, scrape_metrics, send_request
+from rocketlite.formats.properties import encode_properties
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, decode_frame
 from rocketlite.protocol.message_batch import encode_batch
@@ -27,6 +29,7 @@ from rocketlite.remoting.client import RemotingClient
 pytestmark = pytest.mark.integration
 
 LIMITS = {"maxConnections": "6", "maxConnectionsPerAddress": "4", "maxExtFields": "30",
+          "maxHeaderBytes": "4096",
           "autoCreateTopicsPerMinute": "3", "autoCreateGroupsPerMinute": "2",
           "maxMessageSize": "1024"}
 
@@ -181,3 +184,15 @@ def test_message_and_batch_bodies_above_max_message_size(limited: tuple[str, int
     after = rejections(metrics_port)
     assert after["message_size"] - before["message_size"] == 1
     assert after["batch_size"] - before["batch_size"] == 1
+
+
+def test_a_header_above_max_header_bytes_closes_the_connection(limited: tuple[str, int]) -> None:
+    addr, metrics_port = limited
+    before = rejections(metrics_port)["header_bytes"]
+    with connect(addr, "127.0.0.5") as sock:
+        big = send_request("ExtTopic", b"m", properties=encode_properties({"k": "v" * 5000}))
+        assert roundtrip(sock, big) is None
+    with connect(addr, "127.0.0.5") as sock:  # a new connection is served
+        r = roundtrip(sock, send_request("ExtTopic", b"m", properties=encode_properties({"k": "v" * 3000})))
+        assert r is not None and r.code == ResponseCode.SUCCESS, r
+    assert rejections(metrics_port)["header_bytes"] - before == 1

@@ -5,7 +5,8 @@
   reading from it once its replies pass the write-buffer high mark, so its RSS grows by less than
   ``SLOW_READER_RSS_BOUND``; other clients are served meanwhile, and the connection is closed once
   it has been stuck for ``serverChannelMaxIdleTimeSeconds``;
-* 3,000 idle connections are held, and closed after ``serverChannelMaxIdleTimeSeconds``;
+* 3,000 idle connections (from one address, maxConnectionsPerAddress raised to let them in) are
+  held, and closed after ``serverChannelMaxIdleTimeSeconds``;
 * peers that send half of a 16 MiB frame and stall: the partial frames buffered across all
   connections stay under ``maxBufferedFrameBytes`` (the largest holders are closed), and the
   stalled ones are closed once idle.
@@ -133,7 +134,9 @@ def raise_fd_limit(need: int) -> None:
 def test_three_thousand_idle_connections_are_held_then_closed(tmp_path: Path) -> None:
     n, idle_s = 3000, 4
     raise_fd_limit(2 * n + 1024)  # ours and, inherited, the broker's
-    with conf_broker(tmp_path, serverChannelMaxIdleTimeSeconds=str(idle_s)) as (p, addr):
+    # all from 127.0.0.1: above maxConnectionsPerAddress's default (test_abuse_limits crosses it)
+    with conf_broker(tmp_path, serverChannelMaxIdleTimeSeconds=str(idle_s),
+                     maxConnectionsPerAddress=str(n + 100)) as (p, addr):
         host, port = addr.split(":")
         base = rss(p.proc.pid)
         socks: list[socket.socket] = []

@@ -28,8 +28,9 @@ writeBufferHighWaterMark          write_buffer_high_water_mark        4194304 (4
 writeBufferLowWaterMark           write_buffer_low_water_mark         1048576 (1 MiB)     bytes
 maxBufferedFrameBytes             max_buffered_frame_bytes            268435456 (256 MiB) bytes
 maxConnections                    max_connections                     10000               conns
-maxConnectionsPerAddress          max_connections_per_address         1000                conns
+maxConnectionsPerAddress          max_connections_per_address         2000                conns
 maxExtFields                      max_ext_fields                      1000                fields
+maxHeaderBytes                    max_header_bytes                    1048576 (1 MiB)     bytes
 maxInflightRequests               max_inflight_requests               1024                reqs
 autoCreateTopicsPerMinute         auto_create_topics_per_minute       1000                topics
 autoCreateGroupsPerMinute         auto_create_groups_per_minute       1000                groups
@@ -72,7 +73,8 @@ broker stops reading from that client until it has read its replies down to the 
 connections together; past it the connections holding the largest are closed.
 ``maxConnections`` and ``maxConnectionsPerAddress`` (per client IP) bound the open connections: one
 past either is closed as soon as it is accepted. ``maxExtFields`` bounds a request header's ext
-fields (more: answered SYSTEM_ERROR, not run). ``maxInflightRequests`` bounds one connection's
+fields (more: answered SYSTEM_ERROR, not run), ``maxHeaderBytes`` its bytes (more: the frame is
+not decoded and the connection closed). ``maxInflightRequests`` bounds one connection's
 requests answered by coroutines at once (reading from it pauses until half are done). The
 NameServer of ``rocketlite start`` uses the same values. None of these is a RocketMQ key.
 
@@ -138,6 +140,7 @@ from rocketlite.remoting.limits import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
     DEFAULT_MAX_EXT_FIELDS,
+    DEFAULT_MAX_HEADER,
     DEFAULT_MAX_INFLIGHT,
     ConnectionLimits,
 )
@@ -198,6 +201,7 @@ class BrokerConfig:
     max_connections_per_address: int = field(default=DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
                                              metadata=_key("maxConnectionsPerAddress"))
     max_ext_fields: int = field(default=DEFAULT_MAX_EXT_FIELDS, metadata=_key("maxExtFields"))
+    max_header_bytes: int = field(default=DEFAULT_MAX_HEADER, metadata=_key("maxHeaderBytes"))
     max_inflight_requests: int = field(default=DEFAULT_MAX_INFLIGHT,
                                        metadata=_key("maxInflightRequests"))
     auto_create_topics_per_minute: int = field(default=1000,
@@ -291,6 +295,7 @@ class BrokerConfig:
             max_connections=self.max_connections,
             max_connections_per_address=self.max_connections_per_address,
             max_ext_fields=self.max_ext_fields,
+            max_header=self.max_header_bytes,
             max_inflight=self.max_inflight_requests,
         )
 

@@ -99,3 +99,8 @@ class ProtocolError(FormatError):
 
 class FrameTooLargeError(ProtocolError):
     """A frame's length field exceeds the maximum frame size; the stream cannot be used any more."""
+
+
+class HeaderTooLargeError(ProtocolError):
+    """A frame whose header length is above the decoder's ``max_header`` (``maxHeaderBytes``): the
+    frame is skipped undecoded, so there is no opaque to answer (a server closes)."""

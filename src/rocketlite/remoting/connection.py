@@ -26,7 +26,8 @@ requests of one read and the replies of coroutines already running. ``blocked_si
 
 A frame that breaks the stream (bad length, oversized) closes the connection; a malformed header
 inside a well-delimited frame is answered with SYSTEM_ERROR when its opaque can be read, and so is
-a request with more than ``max_ext_fields`` ext fields (not run). A server's connections share a
+a request with more than ``max_ext_fields`` ext fields (not run); a frame whose header is above
+``max_header`` is not decoded and closes the connection. A server's connections share a
 ``FrameBudget`` for the partial frames they buffer, and a ``LimitCounts`` for the limits crossed;
 its ``on_open`` admits or refuses each connection once its peer is known.
 """
@@ -41,7 +42,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Protocol, cast
 
-from rocketlite.common.errors import FormatError, ProtocolError, RemotingError
+from rocketlite.common.errors import FormatError, HeaderTooLargeError, ProtocolError, RemotingError
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.command import FrameDecoder, RemotingCommand, decode_frame
 from rocketlite.remoting.limits import ConnectionLimits, FrameBudget, LimitCounts, PeerLog
@@ -119,7 +120,7 @@ class Connection(CoalescedOutput, asyncio.Protocol):
         self.run_handlers: Mapping[int, RunHandler] = run_handlers if run_handlers is not None else {}
         self.limits = limits
         self.peer_log = peer_log
-        self.decoder = FrameDecoder(limits.max_frame)
+        self.decoder = FrameDecoder(limits.max_frame, limits.max_header)
         self.max_inflight = limits.max_inflight
         self.max_pending = max_pending
         self.frame_budget = frame_budget
@@ -339,6 +340,8 @@ class Connection(CoalescedOutput, asyncio.Protocol):
 
     def _bad_request(self, err: ProtocolError) -> None:
         self.peer_log.warning(self.peer_ip, "bad request from %s: %s", self.peer, err)
+        if isinstance(err, HeaderTooLargeError):
+            self.counts.hit("header_bytes")
         if err.opaque is None:
             self.close()  # nothing to answer to: the peer is not speaking Remoting
         else:

@@ -26,7 +26,8 @@ KEYS = {
     "serverChannelMaxIdleTimeSeconds", "writeBufferHighWaterMark", "writeBufferLowWaterMark",
     "maxBufferedFrameBytes",
     # limits against abuse (rocketlite's)
-    "maxConnections", "maxConnectionsPerAddress", "maxExtFields", "maxInflightRequests",
+    "maxConnections", "maxConnectionsPerAddress", "maxExtFields", "maxHeaderBytes",
+    "maxInflightRequests",
     "autoCreateTopicsPerMinute", "autoCreateGroupsPerMinute",
     # the timer wheel (5.x MessageStoreConfig keys)
     "timerWheelEnable", "timerMaxDelaySec", "timerPrecisionMs", "timerRollWindowSlot",

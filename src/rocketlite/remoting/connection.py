@@ -205,6 +205,7 @@ class Connection(CoalescedOutput, asyncio.Protocol):
         the rest (``_holding``) until the peer reads them (``resume_writing``)."""
         self._in_read = True
         runs = self.run_handlers
+        max_ext = self.max_ext_fields
         try:
             todo = items if isinstance(items, list) else list(items)
             n = len(todo)
@@ -218,7 +219,7 @@ class Connection(CoalescedOutput, asyncio.Protocol):
                 if item.__class__ is RemotingCommand:
                     if item.flag & 1:  # a response
                         self._pending.complete(item)
-                    elif len(item.ext_fields) > self.max_ext_fields:
+                    elif len(item.ext_fields) > max_ext:
                         self._too_many_ext_fields(item)
                     elif runs and (run := runs.get(item.code)) is not None:
                         i = self._run_requests(run, todo, i - 1, n)
@@ -364,11 +365,13 @@ class Connection(CoalescedOutput, asyncio.Protocol):
         """Hand ``run`` the requests from ``start`` on that it handles (consecutive ones whose
         codes map to it); returns the index after them."""
         runs = self.run_handlers
+        max_ext = self.max_ext_fields
         code = items[start].code  # type: ignore[union-attr]
         end = start + 1
         while end < n:
             nxt = items[end]
-            if nxt.__class__ is not RemotingCommand or nxt.flag & 1:
+            if (nxt.__class__ is not RemotingCommand or nxt.flag & 1
+                    or len(nxt.ext_fields) > max_ext):
                 break
             if nxt.code != code:
                 other = runs.get(nxt.code)

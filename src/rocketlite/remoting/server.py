@@ -65,6 +65,7 @@ class RemotingServer:
         self.run_processors: dict[int, RunHandler] = {}  # shared with every connection
         self.connections: set[Connection] = set()
         self.per_address: dict[str, int] = {}  # admitted connections by client IP
+        self.admitted = 0  # their sum: refused ones, closing, are not counted
         self.counts = LimitCounts()
         self.close_listeners: list[Callable[[Connection], None]] = []
         self.peer_log = PeerLog(log)  # bad frames, rate-limited per peer host
@@ -118,7 +119,7 @@ class RemotingServer:
         limits = self.limits
         ip = conn.peer_ip
         n = self.per_address.get(ip, 0)
-        if len(self.connections) > limits.max_connections:  # ``conn`` is in the set already
+        if self.admitted >= limits.max_connections:
             limit, what = "connections", f"maxConnections ({limits.max_connections}) connections"
         elif n >= limits.max_connections_per_address:
             limit = "connections_per_address"
@@ -126,6 +127,7 @@ class RemotingServer:
                     f"connections from {ip}")
         else:
             self.per_address[ip] = n + 1
+            self.admitted += 1
             return True
         self.counts.hit(limit)
         self.refused_log.warning(ip, "%s: refused a connection from %s: %s are open", self.name,
@@ -142,6 +144,7 @@ class RemotingServer:
             else:
                 self.per_address.pop(ip, None)
             conn.admitted = False
+            self.admitted -= 1
         for fn in self.close_listeners:
             try:
                 fn(conn)

@@ -4,6 +4,7 @@ to them (not a test module)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import signal
@@ -13,7 +14,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -101,6 +102,20 @@ class ServerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.kill()
+
+
+@contextlib.contextmanager
+def conf_broker(tmp_path: Path, **conf: str) -> Iterator[tuple[ServerProcess, str]]:
+    """``rocketlite start`` (broker and NameServer, no gRPC) with ``conf`` as its broker.conf, on
+    free ports, ready; yields the process and the broker's address. Killed at exit."""
+    ns_port, broker_port = free_port(), free_port()
+    conf_file = tmp_path / "broker.conf"
+    conf_file.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
+    args = ["start", "--grpc-port", "0", "--store", str(tmp_path / "store"), "--namesrv-port",
+            str(ns_port), "--broker-port", str(broker_port), "-c", str(conf_file)]
+    with ServerProcess(args, tmp_path / "broker.log") as p:
+        p.wait_ready()
+        yield p, f"127.0.0.1:{broker_port}"
 
 
 def free_base(count: int) -> int:
@@ -197,9 +212,10 @@ def send_request(topic: str, body: bytes, queue_id: int = -1, *,
     return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, h.to_v2_ext(), body)
 
 
-def pull_request(topic: str, queue_id: int, offset: int, max_nums: int = 32) -> RemotingCommand:
+def pull_request(topic: str, queue_id: int, offset: int, max_nums: int = 32, *,
+                 group: str = "CG") -> RemotingCommand:
     h = PullMessageRequestHeader(
-        consumerGroup="CG", topic=topic, queueId=queue_id, queueOffset=offset, maxMsgNums=max_nums,
+        consumerGroup=group, topic=topic, queueId=queue_id, queueOffset=offset, maxMsgNums=max_nums,
         sysFlag=int(PullSysFlag.SUBSCRIPTION), commitOffset=0, suspendTimeoutMillis=0, subVersion=0,
         subscription="*", expressionType="TAG",
     )

@@ -5,7 +5,8 @@
   reading from it once its replies pass the write-buffer high mark, so its RSS grows by less than
   ``SLOW_READER_RSS_BOUND``; other clients are served meanwhile, and the connection is closed once
   it has been stuck for ``serverChannelMaxIdleTimeSeconds``;
-* 3,000 idle connections are held, and closed after ``serverChannelMaxIdleTimeSeconds``;
+* 3,000 idle connections (from one address, maxConnectionsPerAddress raised to let them in) are
+  held, and closed after ``serverChannelMaxIdleTimeSeconds``;
 * peers that send half of a 16 MiB frame and stall: the partial frames buffered across all
   connections stay under ``maxBufferedFrameBytes`` (the largest holders are closed), and the
   stalled ones are closed once idle.
@@ -14,17 +15,15 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import resource
 import socket
 import struct
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from brokerhelp import ServerProcess, free_port, pull_request, send_request
+from brokerhelp import conf_broker, pull_request, send_request
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.remoting.client import RemotingClient
 
@@ -49,18 +48,6 @@ def rss(pid: int) -> int:
 
 def tcp_state(sock: socket.socket) -> int:
     return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0]
-
-
-@contextlib.contextmanager
-def broker(tmp_path: Path, **conf: str) -> Iterator[tuple[ServerProcess, str]]:
-    ns_port, broker_port = free_port(), free_port()
-    conf_file = tmp_path / "broker.conf"
-    conf_file.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
-    args = ["start", "--grpc-port", "0", "--store", str(tmp_path / "store"), "--namesrv-port", str(ns_port),
-            "--broker-port", str(broker_port), "-c", str(conf_file)]
-    with ServerProcess(args, tmp_path / "broker.log") as p:
-        p.wait_ready()
-        yield p, f"127.0.0.1:{broker_port}"
 
 
 async def preload(addr: str, topic: str, n: int, size: int) -> None:
@@ -90,7 +77,7 @@ async def pull_once(addr: str, topic: str) -> int:
 
 def test_a_peer_that_never_reads_its_replies_cannot_take_the_brokers_memory(tmp_path: Path) -> None:
     stuck_s = 6
-    with broker(tmp_path, serverChannelMaxIdleTimeSeconds=str(stuck_s)) as (p, addr):
+    with conf_broker(tmp_path, serverChannelMaxIdleTimeSeconds=str(stuck_s)) as (p, addr):
         asyncio.run(preload(addr, "Slow", 32, 8000))  # every pull answers 32 x 8 KB
         assert asyncio.run(pull_once(addr, "Slow")) > 250_000
         base = rss(p.proc.pid)
@@ -147,7 +134,9 @@ def raise_fd_limit(need: int) -> None:
 def test_three_thousand_idle_connections_are_held_then_closed(tmp_path: Path) -> None:
     n, idle_s = 3000, 4
     raise_fd_limit(2 * n + 1024)  # ours and, inherited, the broker's
-    with broker(tmp_path, serverChannelMaxIdleTimeSeconds=str(idle_s)) as (p, addr):
+    # all from 127.0.0.1: above maxConnectionsPerAddress's default (test_abuse_limits crosses it)
+    with conf_broker(tmp_path, serverChannelMaxIdleTimeSeconds=str(idle_s),
+                     maxConnectionsPerAddress=str(n + 100)) as (p, addr):
         host, port = addr.split(":")
         base = rss(p.proc.pid)
         socks: list[socket.socket] = []
@@ -182,7 +171,7 @@ def closed_by_broker(s: socket.socket) -> bool:
 
 def test_peers_that_send_half_a_16_mib_frame_and_stall(tmp_path: Path) -> None:
     budget, idle_s, peers = 40 * MiB, 5, 8
-    with broker(tmp_path, serverChannelMaxIdleTimeSeconds=str(idle_s),
+    with conf_broker(tmp_path, serverChannelMaxIdleTimeSeconds=str(idle_s),
                 maxBufferedFrameBytes=str(budget)) as (p, addr):
         host, port = addr.split(":")
         base = rss(p.proc.pid)

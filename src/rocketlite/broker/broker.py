@@ -34,6 +34,7 @@ from rocketlite.broker.admin_remoting import AdminRemoting
 from rocketlite.broker.client_processor import ClientProcessor
 from rocketlite.broker.clients import ConsumerManager, ProducerManager
 from rocketlite.broker.config import PERM_READ, PERM_WRITE, BrokerConfig, check_role
+from rocketlite.broker.create_rate import CreateRate
 from rocketlite.broker.ha.client import HAClient
 from rocketlite.broker.ha.role import RoleController
 from rocketlite.broker.ha.server import HAServer
@@ -139,6 +140,14 @@ class Broker:
         self.offsets = ConsumerOffsetManager(cfg_dir / "consumerOffset.json")
         self.subscriptions = SubscriptionGroupManager(cfg_dir / "subscriptionGroup.json",
                                                       config.auto_create_subscription_group)
+        # Limit crossings (rocketlite_limit_rejections_total): the Remoting server's, and these.
+        self.limit_counts = self.server.counts
+        self.topics.create_rate = CreateRate(
+            config.auto_create_topics_per_minute, "autocreate_topic", "autoCreateTopicsPerMinute",
+            self.limit_counts)
+        self.subscriptions.create_rate = CreateRate(
+            config.auto_create_groups_per_minute, "autocreate_group", "autoCreateGroupsPerMinute",
+            self.limit_counts)
         self.consumers = ConsumerManager(config.channel_expired_timeout)
         self.producers = ProducerManager(config.channel_expired_timeout)
         self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time)

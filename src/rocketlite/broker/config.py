@@ -27,6 +27,13 @@ serverChannelMaxIdleTimeSeconds   server_channel_max_idle_time_seconds 120      
 writeBufferHighWaterMark          write_buffer_high_water_mark        4194304 (4 MiB)     bytes
 writeBufferLowWaterMark           write_buffer_low_water_mark         1048576 (1 MiB)     bytes
 maxBufferedFrameBytes             max_buffered_frame_bytes            268435456 (256 MiB) bytes
+maxConnections                    max_connections                     10000               conns
+maxConnectionsPerAddress          max_connections_per_address         2000                conns
+maxExtFields                      max_ext_fields                      1000                fields
+maxHeaderBytes                    max_header_bytes                    1048576 (1 MiB)     bytes
+maxInflightRequests               max_inflight_requests               1024                reqs
+autoCreateTopicsPerMinute         auto_create_topics_per_minute       1000                topics
+autoCreateGroupsPerMinute         auto_create_groups_per_minute       1000                groups
 maxHeldPulls                      max_held_pulls                      100000              pulls
 timerWheelEnable                  timer_wheel_enable                  true
 timerMaxDelaySec                  timer_max_delay_sec                 259200 (3 days)     s
@@ -63,8 +70,20 @@ high mark for that long. ``writeBufferHighWaterMark``/``writeBufferLowWaterMark`
 Netty's ``WriteBufferWaterMark``) are each connection's write-buffer marks: above the high mark the
 broker stops reading from that client until it has read its replies down to the low mark.
 ``maxBufferedFrameBytes`` (not a RocketMQ key) bounds the bytes of incomplete frames of all
-connections together; past it the connections holding the largest are closed. The NameServer of
-``rocketlite start`` uses the same values.
+connections together; past it the connections holding the largest are closed.
+``maxConnections`` and ``maxConnectionsPerAddress`` (per client IP) bound the open connections: one
+past either is closed as soon as it is accepted. ``maxExtFields`` bounds a request header's ext
+fields (more: answered SYSTEM_ERROR, not run), ``maxHeaderBytes`` its bytes (more: the frame is
+not decoded and the connection closed). ``maxInflightRequests`` bounds one connection's
+requests answered by coroutines at once (reading from it pauses until half are done). The
+NameServer of ``rocketlite start`` uses the same values. None of these is a RocketMQ key.
+
+``autoCreateTopicsPerMinute`` and ``autoCreateGroupsPerMinute`` (not RocketMQ keys) bound what
+auto-creation (``autoCreateTopicEnable``, ``autoCreateSubscriptionGroup``) may create: a token
+bucket each, refilled at that rate, holding at most a minute's worth. A send to an unknown topic
+past it is answered TOPIC_NOT_EXIST, a pull or send-back of an unknown group
+SUBSCRIPTION_GROUP_NOT_EXIST, each with a remark naming the limit. Every crossing of a limit is
+counted in ``rocketlite_limit_rejections_total{limit=...}`` (``remoting.limits.LIMITS``).
 
 TLS (``tlsServerMode``, ``tls.server.*``, ``tls.enable``, ``tls.client.*``) is read from the same
 file into ``remoting.tls.TlsSettings``, not into this class: ``getBrokerConfig`` never shows a
@@ -117,7 +136,14 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from rocketlite.common.errors import ConfigError
-from rocketlite.remoting.limits import ConnectionLimits
+from rocketlite.remoting.limits import (
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+    DEFAULT_MAX_EXT_FIELDS,
+    DEFAULT_MAX_HEADER,
+    DEFAULT_MAX_INFLIGHT,
+    ConnectionLimits,
+)
 from rocketlite.store.config import (
     StoreConfig,
     kwargs_from_properties,
@@ -171,6 +197,17 @@ class BrokerConfig:
                                              metadata=_key("writeBufferLowWaterMark"))
     max_buffered_frame_bytes: int = field(default=256 * 1024 * 1024,
                                           metadata=_key("maxBufferedFrameBytes"))
+    max_connections: int = field(default=DEFAULT_MAX_CONNECTIONS, metadata=_key("maxConnections"))
+    max_connections_per_address: int = field(default=DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+                                             metadata=_key("maxConnectionsPerAddress"))
+    max_ext_fields: int = field(default=DEFAULT_MAX_EXT_FIELDS, metadata=_key("maxExtFields"))
+    max_header_bytes: int = field(default=DEFAULT_MAX_HEADER, metadata=_key("maxHeaderBytes"))
+    max_inflight_requests: int = field(default=DEFAULT_MAX_INFLIGHT,
+                                       metadata=_key("maxInflightRequests"))
+    auto_create_topics_per_minute: int = field(default=1000,
+                                               metadata=_key("autoCreateTopicsPerMinute"))
+    auto_create_groups_per_minute: int = field(default=1000,
+                                               metadata=_key("autoCreateGroupsPerMinute"))
     timer_wheel_enable: bool = field(default=True, metadata=_key("timerWheelEnable"))
     timer_max_delay_sec: int = field(default=3 * 86_400, metadata=_key("timerMaxDelaySec"))
     timer_precision_ms: int = field(default=1000, metadata=_key("timerPrecisionMs"))
@@ -255,6 +292,11 @@ class BrokerConfig:
             write_low=self.write_buffer_low_water_mark,
             max_idle_s=float(self.server_channel_max_idle_time_seconds),
             buffered_frames_max=self.max_buffered_frame_bytes,
+            max_connections=self.max_connections,
+            max_connections_per_address=self.max_connections_per_address,
+            max_ext_fields=self.max_ext_fields,
+            max_header=self.max_header_bytes,
+            max_inflight=self.max_inflight_requests,
         )
 
     @classmethod

@@ -17,6 +17,11 @@ committed offset); ``inflight_messages`` = Σ (pull offset − committed offset)
 being where the group's last pull of the queue ended (the committed offset before any pull);
 ``lag_latency`` / ``queueing_latency`` = now − store time of the oldest message not committed /
 not pulled yet (0 when there is none), as Java's ``ConsumerLagCalculator``.
+
+One family is rocketlite's own (RocketMQ has none like it): ``rocketlite_limit_rejections_total
+{limit=...}``, how often each limit against abuse was crossed (``remoting.limits.LIMITS``: a
+connection refused, a request refused or paused, a creation refused, a body too large), read from
+the broker's ``LimitCounts``; every limit is shown, 0 until crossed.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from rocketlite.broker.metrics import BrokerMetrics
 from rocketlite.broker.topics import is_system_topic
 from rocketlite.protocol.bodies import ConsumeType
 from rocketlite.protocol.versions import version_desc
+from rocketlite.remoting.limits import LIMITS
 
 if TYPE_CHECKING:
     from rocketlite.broker.broker import Broker
@@ -107,6 +113,15 @@ class BrokerCollector(Collector):
         yield from self._connections()
         yield from self._consumer_gauges()
         yield from self._storage()
+        yield from self._limits()
+
+    def _limits(self) -> Iterator[Metric]:
+        fam = self._family(CounterMetricFamily, "rocketlite_limit_rejections", "Crossings of "
+                           "the broker's limits against abuse, by limit", ("limit",))
+        counts = self.broker.limit_counts
+        for limit in LIMITS:
+            fam.add_metric(self._values(limit), counts.get(limit))
+        yield fam
 
     def _broker_gauges(self) -> Iterator[Metric]:
         b = self.broker

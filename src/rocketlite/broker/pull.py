@@ -132,8 +132,8 @@ class PullProcessor:
                                 f"the broker[{b.config.broker_name}] pulling message is forbidden")
         group = b.subscriptions.get(h.consumerGroup)
         if group is None:
-            return cmd.response(_RC.SUBSCRIPTION_GROUP_NOT_EXIST,
-                                f"subscription group [{h.consumerGroup}] does not exist")
+            return cmd.response(_RC.SUBSCRIPTION_GROUP_NOT_EXIST, b.subscriptions.missing(
+                h.consumerGroup, f"subscription group [{h.consumerGroup}] does not exist"))
         if not group.consumeEnable:
             return cmd.response(_RC.NO_PERMISSION,
                                 f"subscription group no permission, {h.consumerGroup}")

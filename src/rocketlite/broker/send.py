@@ -26,9 +26,11 @@ per-request path diverts, so only it makes handles (``_handles``, by request); a
 one is answered as before, one with one by ``_write_ok_recall``.
 
 Errors answer with RocketMQ's codes and a remark that says why: MESSAGE_ILLEGAL (13) for a bad
-message or batch, TOPIC_NOT_EXIST (17), NO_PERMISSION (16), SERVICE_NOT_AVAILABLE (14) when the
-disk is too full or the store cannot write (with Java's remark, the store's reason in brackets:
-the file, the free space), FLUSH_DISK_TIMEOUT (10).
+message or batch (a body above ``maxMessageSize``; a batch's whole body too, as RocketMQ's
+``checkMessages``: both counted in ``rocketlite_limit_rejections_total``), TOPIC_NOT_EXIST (17),
+NO_PERMISSION (16), SERVICE_NOT_AVAILABLE (14) when the disk is too full or the store cannot
+write (with Java's remark, the store's reason in brackets: the file, the free space),
+FLUSH_DISK_TIMEOUT (10).
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from rocketlite.common.errors import (
     FlushTimeoutError,
     HeaderError,
     MessageIllegalError,
+    MessageTooLargeError,
     NoPermissionError,
     SlaveModeError,
     StoreClosedError,
@@ -266,6 +269,8 @@ class SendProcessor:
                 return self._put_batch(conn, cmd, h, queue_id)
             return self._put_one(conn, cmd, h, queue_id)
         except (MessageIllegalError, BodyError, HeaderError) as e:
+            if isinstance(e, MessageTooLargeError):
+                self.broker.limit_counts.hit("message_size")
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
         except (DiskFullError, FlushError, StoreClosedError) as e:
             return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, unavailable_remark(e))
@@ -355,6 +360,8 @@ class SendProcessor:
         try:
             put = self.store.put_messages((msg,))
         except MessageIllegalError as e:
+            if isinstance(e, MessageTooLargeError):
+                self.broker.limit_counts.hit("message_size")
             _answer(conn, cmd, ResponseCode.MESSAGE_ILLEGAL, str(e))
             return
         except (DiskFullError, FlushError, StoreClosedError) as e:
@@ -541,6 +548,12 @@ class SendProcessor:
         if h.topic.startswith("%RETRY%"):
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL,
                                 "batch sending is not supported for retry topics")
+        max_size = self.store.config.max_message_size
+        if len(cmd.body) > max_size:  # RocketMQ's checkMessages: the whole batch's body
+            self.broker.limit_counts.hit("batch_size")
+            return cmd.response(ResponseCode.MESSAGE_ILLEGAL,
+                                f"the batch body is {len(cmd.body)} bytes, larger than "
+                                f"maxMessageSize {max_size}")
         bodies, props, flags = decode_batch(cmd.body, max_count=MAX_BATCH_MESSAGES)
         if not bodies:
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "the batch has no messages")

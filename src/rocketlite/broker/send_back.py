@@ -99,7 +99,7 @@ class SendBackProcessor:
         sgc = b.subscriptions.get(h.group)
         if sgc is None:
             return (ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                    f"subscription group not exist, {h.group}")
+                    b.subscriptions.missing(h.group, f"subscription group not exist, {h.group}"))
         if not b.config.broker_permission & PERM_WRITE:
             return (ResponseCode.NO_PERMISSION,
                     f"the broker[{b.config.broker_name}] sending message is forbidden")

@@ -15,7 +15,8 @@ Auto-creation (``createTopicInSendMessageMethod``): an unknown topic is created 
 ``default_topic`` (a Remoting client names ``TBW102``; the gRPC front always does) when that topic
 exists and may be inherited, TBW102 only with ``autoCreateTopicEnable``. A group's retry topic
 (``%RETRY%<group>``) is created with one queue even when auto-creation is off (a consumer's
-re-send for retry), as Java does.
+re-send for retry), as Java does. Past ``autoCreateTopicsPerMinute`` an unknown topic is
+``TopicNotExistError`` with a remark naming that limit (``broker/create_rate.py``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from rocketlite.broker.topics import (
     NOT_ALLOWED_SEND_TOPICS,
     RETRY_GROUP_TOPIC_PREFIX,
     TopicError,
+    TopicNotExistError,
 )
 from rocketlite.common.errors import NoPermissionError
 from rocketlite.protocol.bodies import TopicConfig
@@ -40,10 +42,6 @@ __all__ = ["SendForbiddenError", "TopicError", "TopicNotExistError", "topic_for_
 
 class SendForbiddenError(NoPermissionError):
     """The broker or the topic takes no writes from clients."""
-
-
-class TopicNotExistError(LookupError):
-    """The topic does not exist and the send may not create it."""
 
 
 def topic_for_send(broker: Broker, topic: str, default_topic: str = AUTO_CREATE_TOPIC,

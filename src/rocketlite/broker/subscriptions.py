@@ -3,7 +3,9 @@
 The file is ``SubscriptionGroupWrapper``'s JSON: ``{"dataVersion":..,"subscriptionGroupTable":
 {"G":{"groupName":"G","consumeEnable":true,...}}}``. A group is created with defaults on its first
 heartbeat or pull when ``autoCreateSubscriptionGroup`` is on (RocketMQ's default); otherwise pulls
-of unknown groups are refused with SUBSCRIPTION_GROUP_NOT_EXIST.
+of unknown groups are refused with SUBSCRIPTION_GROUP_NOT_EXIST. At most
+``autoCreateGroupsPerMinute`` groups are created that way (``create_rate``); past it ``get``
+answers None as with auto-creation off, and ``missing`` gives the remark that names the limit.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import threading
 from pathlib import Path
 
 from rocketlite.broker import config_file
+from rocketlite.broker.create_rate import CreateRate
 from rocketlite.common.errors import BodyError, ConfigError
 from rocketlite.protocol.admin_bodies import SubscriptionGroupConfig, SubscriptionGroupWrapper
 from rocketlite.protocol.bodies import DataVersion
@@ -29,6 +32,7 @@ class SubscriptionGroupManager:
     def __init__(self, path: Path, auto_create: bool = True) -> None:
         self.path = path
         self.auto_create = auto_create
+        self.create_rate: CreateRate | None = None  # autoCreateGroupsPerMinute (the broker's)
         self.table: dict[str, SubscriptionGroupConfig] = {}
         self.data_version = DataVersion()
         self.lock = threading.Lock()
@@ -62,7 +66,18 @@ class SubscriptionGroupManager:
         sgc = self.table.get(group)
         if sgc is not None or not self.auto_create or not group:
             return sgc
+        rate = self.create_rate
+        if rate is not None and not rate.take():
+            return None
         return self.update(SubscriptionGroupConfig(groupName=group))
+
+    def missing(self, group: str, remark: str) -> str:
+        """The remark for a group ``get`` did not give: ``remark``, or, when auto-creation is on
+        (so only its rate limit refused it), one that names that limit."""
+        rate = self.create_rate
+        if self.auto_create and group and rate is not None:
+            return rate.refusal(f"subscription group [{group}]")
+        return remark
 
     def update(self, sgc: SubscriptionGroupConfig) -> SubscriptionGroupConfig:
         with self.lock:

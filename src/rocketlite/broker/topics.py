@@ -12,7 +12,8 @@ delay level) and, with ``traceTopicEnable``, the trace topic ``msgTraceTopicName
 Auto-creation on send (``createTopicInSendMessageMethod``): an unknown topic is created from the
 request's ``defaultTopic`` when that topic exists and may be inherited, with
 ``min(defaultTopicQueueNums of the request, the default topic's write queues)`` queues and the
-default topic's permissions minus INHERIT.
+default topic's permissions minus INHERIT; at most ``autoCreateTopicsPerMinute`` of them
+(``create_rate``): past it the send gets ``TopicNotExistError`` naming the limit.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from rocketlite.broker import config_file
 from rocketlite.broker.config import PERM_INHERIT, PERM_READ, PERM_WRITE, BrokerConfig
+from rocketlite.broker.create_rate import CreateRate
 from rocketlite.common.errors import BodyError, ConfigError
 from rocketlite.protocol.bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 
@@ -45,6 +47,10 @@ _TOPIC_CHARS = re.compile(r"[%|a-zA-Z0-9_-]+", re.ASCII)
 
 class TopicError(ValueError):
     """A topic name or topic setting the broker refuses; the message says why."""
+
+
+class TopicNotExistError(LookupError):
+    """The topic does not exist and the send may not create it."""
 
 
 def validate_topic(topic: str) -> None:
@@ -107,6 +113,7 @@ class TopicConfigManager:
         self.data_version = DataVersion()
         self.lock = threading.Lock()
         self.on_change: list[Callable[[TopicConfig], None]] = []
+        self.create_rate: CreateRate | None = None  # autoCreateTopicsPerMinute (the broker's)
         self._builtin()
 
     def _builtin(self) -> None:
@@ -224,7 +231,8 @@ class TopicConfigManager:
         self, topic: str, default_topic: str, queue_nums: int, topic_sys_flag: int = 0
     ) -> TopicConfig | None:
         """The config for a send to an unknown ``topic``, created from ``default_topic`` when
-        that is allowed; None when it is not (the caller answers TOPIC_NOT_EXIST)."""
+        that is allowed; None when it is not (the caller answers TOPIC_NOT_EXIST). Raises
+        ``TopicNotExistError`` past ``autoCreateTopicsPerMinute``."""
         tc = self.table.get(topic)
         if tc is not None:
             return tc
@@ -239,6 +247,9 @@ class TopicConfigManager:
             tc = self.table.get(topic)
             if tc is not None:
                 return tc
+        rate = self.create_rate
+        if rate is not None and not rate.take():
+            raise TopicNotExistError(rate.refusal(f"topic[{topic}]"))
         return self.update(TopicConfig(topicName=topic, readQueueNums=n, writeQueueNums=n,
                                        perm=default.perm & ~PERM_INHERIT,
                                        topicSysFlag=topic_sys_flag))

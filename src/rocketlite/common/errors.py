@@ -23,6 +23,10 @@ class MessageIllegalError(StoreError):
     """A message the store refuses: too large, empty or illegal topic, bad queue id."""
 
 
+class MessageTooLargeError(MessageIllegalError):
+    """A message body above ``maxMessageSize`` (counted as the ``message_size`` limit)."""
+
+
 class StoreLockedError(StoreError):
     """Another process holds the store's lock file."""
 
@@ -95,3 +99,8 @@ class ProtocolError(FormatError):
 
 class FrameTooLargeError(ProtocolError):
     """A frame's length field exceeds the maximum frame size; the stream cannot be used any more."""
+
+
+class HeaderTooLargeError(ProtocolError):
+    """A frame whose header length is above the decoder's ``max_header`` (``maxHeaderBytes``): the
+    frame is skipped undecoded, so there is no opaque to answer (a server closes)."""

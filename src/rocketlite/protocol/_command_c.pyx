@@ -194,7 +194,9 @@ cdef class Codec:
         cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(data)
         cdef Py_ssize_t n = PyBytes_GET_SIZE(data), start, end
         cdef long long max_length = decoder._max_length
+        cdef long long max_header = decoder._max_header
         cdef int32_t length
+        cdef Py_ssize_t hlen
         while n - pos >= 4:
             length = be_i32(p + pos)
             if not 0 <= length <= max_length:
@@ -203,6 +205,12 @@ cdef class Codec:
             end = start + length
             if end > n:
                 break
+            if length >= 4:
+                hlen = be_u32(p + start) & HEADER_LEN_MAX
+                if hlen > max_header:
+                    out.append(decoder._header_too_large(hlen))
+                    pos = end
+                    continue
             try:
                 out.append(self.decode(data, start, end))
             except self.protocol_error as e:

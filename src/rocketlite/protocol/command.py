@@ -66,7 +66,7 @@ from typing import Final
 import orjson
 
 from rocketlite.common import native
-from rocketlite.common.errors import FrameTooLargeError, ProtocolError
+from rocketlite.common.errors import FrameTooLargeError, HeaderTooLargeError, ProtocolError
 from rocketlite.protocol.codes import (
     CURRENT_VERSION,
     RPC_ONEWAY,
@@ -512,20 +512,26 @@ class FrameDecoder:
     dropped with it, and every later ``feed`` raises ``ProtocolError``.
 
     ``max_frame`` bounds the whole frame including the length field, as Netty does: the largest
-    accepted length value is ``max_frame - 4``.
+    accepted length value is ``max_frame - 4``. ``max_header`` bounds a frame's header: a larger
+    one is not decoded (no JSON parse of megabytes of junk) and the frame's item is a
+    ``HeaderTooLargeError`` without an opaque.
 
     Cost: frames that arrive whole inside one ``data`` are decoded straight from it; only a frame
     split across feeds is buffered (appended, so a large frame in many small pieces is linear) and
     copied out once when complete. Bodies are always copied into the command.
     """
 
-    __slots__ = ("_buf", "_error", "_max_length", "max_frame")
+    __slots__ = ("_buf", "_error", "_max_header", "_max_length", "max_frame")
 
-    def __init__(self, max_frame: int = FRAME_MAX_LENGTH) -> None:
+    def __init__(self, max_frame: int = FRAME_MAX_LENGTH, max_header: int = _HEADER_LEN_MAX
+                 ) -> None:
         if max_frame < 8:
             raise ValueError(f"max_frame must be at least 8 bytes, not {max_frame}")
+        if max_header < 0:
+            raise ValueError(f"max_header must not be negative, not {max_header}")
         self.max_frame = max_frame
         self._max_length = max_frame - 4
+        self._max_header = max_header
         self._buf = bytearray()
         self._error: ProtocolError | None = None
 
@@ -576,8 +582,15 @@ class FrameDecoder:
         buf += memoryview(data)[pos : pos + need]
         frame = bytes(buf)
         buf.clear()
-        out.append(_decode_item(frame))
+        if length >= 4 and (hlen := _U32.unpack_from(frame, 4)[0] & _HEADER_LEN_MAX) > self._max_header:
+            out.append(self._header_too_large(hlen))
+        else:
+            out.append(_decode_item(frame))
         return pos + need
+
+    def _header_too_large(self, hlen: int) -> HeaderTooLargeError:
+        return HeaderTooLargeError(f"header of {hlen} bytes is above maxHeaderBytes "
+                                   f"({self._max_header}): frame skipped")
 
     def _check_length(self, length: int) -> None:
         if length > self._max_length:
@@ -593,6 +606,7 @@ def _split_py(decoder: FrameDecoder, data: bytes, pos: int,
     """Decode every complete frame of ``data`` from ``pos``; returns where the incomplete rest starts."""
     n = len(data)
     max_length = decoder._max_length
+    max_header = decoder._max_header
     unpack_from = _LENGTH.unpack_from
     append = out.append
     while n - pos >= 4:
@@ -603,6 +617,10 @@ def _split_py(decoder: FrameDecoder, data: bytes, pos: int,
         end = start + length
         if end > n:
             break
+        if length >= 4 and (hlen := _U32.unpack_from(data, start)[0] & _HEADER_LEN_MAX) > max_header:
+            append(decoder._header_too_large(hlen))
+            pos = end
+            continue
         try:
             append(_decode(data, start, end))
         except ProtocolError as e:

@@ -145,9 +145,8 @@ def find_group(broker: Broker, group: str) -> SubscriptionGroupConfig:
     except ValueError as e:  # the group table is full
         raise FrontError(Code.TOO_MANY_REQUESTS, str(e)) from None
     if sgc is None:
-        raise FrontError(Code.CONSUMER_GROUP_NOT_FOUND,
-                         f"consumer group {group} does not exist (autoCreateSubscriptionGroup "
-                         "is off)")
+        raise FrontError(Code.CONSUMER_GROUP_NOT_FOUND, broker.subscriptions.missing(
+            group, f"consumer group {group} does not exist (autoCreateSubscriptionGroup is off)"))
     if not sgc.consumeEnable:
         raise FrontError(Code.FORBIDDEN, f"consumer group {group} may not consume")
     return sgc

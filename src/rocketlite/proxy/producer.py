@@ -45,7 +45,7 @@ from rocketlite.broker.send import may_divert
 from rocketlite.broker.send_service import topic_for_send
 from rocketlite.broker.timer_divert import TIMER_TOPIC
 from rocketlite.broker.topics import AUTO_CREATE_TOPIC
-from rocketlite.common.errors import FlushTimeoutError, MessageIllegalError
+from rocketlite.common.errors import FlushTimeoutError, MessageIllegalError, MessageTooLargeError
 from rocketlite.formats.javahash import java_string_hash
 from rocketlite.formats.message_record import SYSFLAG_TRANSACTION_MASK
 from rocketlite.proxy import send_answer as answer
@@ -200,6 +200,8 @@ class SendGroup:
         except MessageIllegalError as e:
             if len(counts) > 1:  # which request's message: each stored alone
                 return self._alone(counts, msgs)
+            if isinstance(e, MessageTooLargeError):
+                broker.limit_counts.hit("message_size")
             return [e]
         except Exception as e:  # noqa: BLE001 - nothing stored: every request gets the error
             return [e] * len(counts)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import ipaddress
 
 from rocketlite.broker.config import PERM_READ, PERM_WRITE
-from rocketlite.broker.topics import AUTO_CREATE_TOPIC, TopicError
+from rocketlite.broker.topics import AUTO_CREATE_TOPIC, TopicError, TopicNotExistError
 from rocketlite.protocol.bodies import TopicConfig
 from rocketlite.proxy import validate
 from rocketlite.proxy.context import FrontContext, ServicerContext
@@ -90,6 +90,8 @@ def route_topic(ctx: FrontContext, name: str, create: bool) -> TopicConfig:
                                               broker.config.default_topic_queue_nums)
         except TopicError as e:
             raise FrontError(Code.ILLEGAL_TOPIC, str(e)) from None
+        except TopicNotExistError as e:  # past autoCreateTopicsPerMinute
+            raise FrontError(Code.TOPIC_NOT_FOUND, str(e)) from None
     if tc is None:
         raise FrontError(Code.TOPIC_NOT_FOUND, f"topic {name} not found on broker "
                          f"{broker.config.broker_name}")

@@ -25,8 +25,11 @@ requests of one read and the replies of coroutines already running. ``blocked_si
 ``last_io`` let the server close a connection stuck above the mark, or idle, for too long.
 
 A frame that breaks the stream (bad length, oversized) closes the connection; a malformed header
-inside a well-delimited frame is answered with SYSTEM_ERROR when its opaque can be read. A server's
-connections share a ``FrameBudget`` for the partial frames they buffer.
+inside a well-delimited frame is answered with SYSTEM_ERROR when its opaque can be read, and so is
+a request with more than ``max_ext_fields`` ext fields (not run); a frame whose header is above
+``max_header`` is not decoded and closes the connection. A server's connections share a
+``FrameBudget`` for the partial frames they buffer, and a ``LimitCounts`` for the limits crossed;
+its ``on_open`` admits or refuses each connection once its peer is known.
 """
 
 from __future__ import annotations
@@ -39,10 +42,10 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Protocol, cast
 
-from rocketlite.common.errors import FormatError, ProtocolError, RemotingError
+from rocketlite.common.errors import FormatError, HeaderTooLargeError, ProtocolError, RemotingError
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.command import FrameDecoder, RemotingCommand
-from rocketlite.remoting.limits import ConnectionLimits, FrameBudget, PeerLog
+from rocketlite.remoting.limits import ConnectionLimits, FrameBudget, LimitCounts, PeerLog
 from rocketlite.remoting.output import COALESCE_MAX, WRITE_ALONE, CoalescedOutput
 from rocketlite.remoting.pending import FutureWaiter, PendingTable, ReplyWaiter, next_opaque
 
@@ -50,6 +53,8 @@ log = logging.getLogger(__name__)
 BAD_FRAMES = PeerLog(log)
 """Warnings about bad frames for connections that were given no ``PeerLog`` of their own."""
 SERVER_LIMITS = ConnectionLimits()
+CLIENT_COUNTS = LimitCounts()
+"""Limit crossings of connections that were given no ``LimitCounts`` of their own (clients')."""
 
 DEFAULT_MAX_PENDING = 65536
 TIMEOUT_SWEEP = 0.02
@@ -102,14 +107,20 @@ class Connection(CoalescedOutput, asyncio.Protocol):
         peer_log: PeerLog = BAD_FRAMES,
         frame_budget: FrameBudget | None = None,
         run_handlers: Mapping[int, RunHandler] | None = None,
+        counts: LimitCounts = CLIENT_COUNTS,
+        on_open: Callable[[Connection], bool] | None = None,
     ) -> None:
         self.handler = handler
+        self.counts = counts
+        self.on_open = on_open  # False: refused (closed at once, ``admitted`` stays False)
+        self.admitted = False
+        self.max_ext_fields = limits.max_ext_fields
         # Request codes whose consecutive requests go to a RunHandler together (read, not copied:
         # the server's table, which registrations may change).
         self.run_handlers: Mapping[int, RunHandler] = run_handlers if run_handlers is not None else {}
         self.limits = limits
         self.peer_log = peer_log
-        self.decoder = FrameDecoder(limits.max_frame)
+        self.decoder = FrameDecoder(limits.max_frame, limits.max_header)
         self.max_inflight = limits.max_inflight
         self.max_pending = max_pending
         self.frame_budget = frame_budget
@@ -160,6 +171,10 @@ class Connection(CoalescedOutput, asyncio.Protocol):
         self._can_write = asyncio.Event()
         self._can_write.set()
         self.last_io = _now()
+        if self.on_open is not None and not self.on_open(self):
+            self.transport.close()
+            return
+        self.admitted = True
 
     def data_received(self, data: bytes) -> None:
         self.last_io = _now()
@@ -190,6 +205,7 @@ class Connection(CoalescedOutput, asyncio.Protocol):
         the rest (``_holding``) until the peer reads them (``resume_writing``)."""
         self._in_read = True
         runs = self.run_handlers
+        max_ext = self.max_ext_fields
         try:
             todo = items if isinstance(items, list) else list(items)
             n = len(todo)
@@ -203,6 +219,8 @@ class Connection(CoalescedOutput, asyncio.Protocol):
                 if item.__class__ is RemotingCommand:
                     if item.flag & 1:  # a response
                         self._pending.complete(item)
+                    elif len(item.ext_fields) > max_ext:
+                        self._too_many_ext_fields(item)
                     elif runs and (run := runs.get(item.code)) is not None:
                         i = self._run_requests(run, todo, i - 1, n)
                     else:
@@ -323,6 +341,8 @@ class Connection(CoalescedOutput, asyncio.Protocol):
 
     def _bad_request(self, err: ProtocolError) -> None:
         self.peer_log.warning(self.peer_ip, "bad request from %s: %s", self.peer, err)
+        if isinstance(err, HeaderTooLargeError):
+            self.counts.hit("header_bytes")
         if err.opaque is None:
             self.close()  # nothing to answer to: the peer is not speaking Remoting
         else:
@@ -330,15 +350,28 @@ class Connection(CoalescedOutput, asyncio.Protocol):
                                     remark=f"bad request: {err}")
             self.send(reply)
 
+    def _too_many_ext_fields(self, cmd: RemotingCommand) -> None:
+        self.counts.hit("ext_fields")
+        n = len(cmd.ext_fields)
+        self.peer_log.warning(self.peer_ip, "request %d from %s has %d ext fields, above "
+                              "maxExtFields (%d): not run", cmd.code, self.peer, n,
+                              self.max_ext_fields)
+        if not cmd.is_oneway:
+            self.send(cmd.response(ResponseCode.SYSTEM_ERROR,
+                                   f"the request header has {n} ext fields, above maxExtFields "
+                                   f"({self.max_ext_fields})"))
+
     def _run_requests(self, run: RunHandler, items: list[Held], start: int, n: int) -> int:
         """Hand ``run`` the requests from ``start`` on that it handles (consecutive ones whose
         codes map to it); returns the index after them."""
         runs = self.run_handlers
+        max_ext = self.max_ext_fields
         code = items[start].code  # type: ignore[union-attr]
         end = start + 1
         while end < n:
             nxt = items[end]
-            if nxt.__class__ is not RemotingCommand or nxt.flag & 1:
+            if (nxt.__class__ is not RemotingCommand or nxt.flag & 1
+                    or len(nxt.ext_fields) > max_ext):
                 break
             if nxt.code != code:
                 other = runs.get(nxt.code)
@@ -376,6 +409,7 @@ class Connection(CoalescedOutput, asyncio.Protocol):
         self._inflight += 1
         if self._inflight >= self.max_inflight and not self._inflight_full:
             self._inflight_full = True
+            self.counts.hit("inflight")
             self._update_reading()
         task = asyncio.ensure_future(result)
         task.add_done_callback(lambda t: self._request_done(cmd, t))

@@ -105,6 +105,41 @@ DEFAULT_WRITE_HIGH = 4 * 1024 * 1024
 DEFAULT_WRITE_LOW = 1024 * 1024
 DEFAULT_MAX_IDLE_S = 120.0
 DEFAULT_BUFFERED_FRAMES_MAX = 256 * 1024 * 1024
+DEFAULT_MAX_CONNECTIONS = 10_000
+DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 2_000
+"""One client host's share: a fifth of the broker's, so one host that opens connections without
+end leaves room for at least four others, and still far above what one address needs (a client
+instance holds one connection per broker: even a host with hundreds of producers and consumers,
+or a NAT address in front of many hosts, stays well under it; the load test's 1,000 clients from
+loopback pass)."""
+DEFAULT_MAX_HEADER = 1024 * 1024
+"""A request header's bytes: a send's is a few hundred bytes plus its properties (at most 32 KiB,
+the CommitLog's bound); bodies carry everything large. Clients take any header (``for_client``)."""
+DEFAULT_MAX_EXT_FIELDS = 1_000
+"""A request header's ext fields: RocketMQ's requests carry at most a few dozen (a send ~15, plus
+the ACL's three); a header with thousands is no client's."""
+
+
+class LimitCounts:
+    """How often each limit was crossed since start, by name (``LIMITS``): the Prometheus family
+    ``rocketlite_limit_rejections_total{limit=...}``. Counted only at a crossing (one dict
+    increment); the normal path never touches it."""
+
+    __slots__ = ("counts",)
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def hit(self, limit: str) -> None:
+        self.counts[limit] = self.counts.get(limit, 0) + 1
+
+    def get(self, limit: str) -> int:
+        return self.counts.get(limit, 0)
+
+
+LIMITS = ("connections", "connections_per_address", "header_bytes", "ext_fields", "autocreate_topic",
+          "autocreate_group", "message_size", "batch_size", "inflight", "pending_bytes")
+"""The ``limit`` label's values (each shown, 0 until crossed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +159,13 @@ class ConnectionLimits:
     * ``buffered_frames_max``: bytes of incomplete frames all of a server's connections may hold
       together (``maxBufferedFrameBytes``; 0: no bound but ``max_frame`` each); past it the
       connections holding the largest are closed.
+    * ``max_connections``/``max_connections_per_address``: a server's open connections, in all
+      and from one client IP (``maxConnections``/``maxConnectionsPerAddress``); a connection past
+      either is closed as soon as it is accepted.
+    * ``max_header``: bytes of one frame's header (``maxHeaderBytes``); a larger one is not
+      decoded, and as its opaque is unknown the connection is closed.
+    * ``max_ext_fields``: ext fields in one request's header (``maxExtFields``); a request with
+      more is answered SYSTEM_ERROR without running.
     """
 
     max_frame: int = DEFAULT_MAX_FRAME
@@ -133,19 +175,25 @@ class ConnectionLimits:
     read_backpressure: bool = True
     max_idle_s: float = DEFAULT_MAX_IDLE_S
     buffered_frames_max: int = DEFAULT_BUFFERED_FRAMES_MAX
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    max_connections_per_address: int = DEFAULT_MAX_CONNECTIONS_PER_ADDRESS
+    max_ext_fields: int = DEFAULT_MAX_EXT_FIELDS
+    max_header: int = DEFAULT_MAX_HEADER
 
     def __post_init__(self) -> None:
         if not 0 <= self.write_low <= self.write_high:
             raise ValueError(f"write-buffer marks must be 0 <= low ({self.write_low}) <= high "
                              f"({self.write_high})")
-        if self.max_inflight < 1 or self.max_idle_s < 0 or self.buffered_frames_max < 0:
+        if (self.max_inflight < 1 or self.max_idle_s < 0 or self.buffered_frames_max < 0
+                or self.max_connections < 1 or self.max_connections_per_address < 1
+                or self.max_ext_fields < 0 or self.max_header < 0):
             raise ValueError(f"bad connection limits: {self}")
 
     @classmethod
     def for_client(cls, max_frame: int = DEFAULT_MAX_FRAME) -> ConnectionLimits:
         """A client's: no read backpressure, no idle timeout, no shared frame budget."""
         return cls(max_frame=max_frame, read_backpressure=False, max_idle_s=0.0,
-                   buffered_frames_max=0)
+                   buffered_frames_max=0, max_header=0xFFFFFF)  # any 24-bit header length
 
 
 class FrameHolder(Protocol):

@@ -14,6 +14,11 @@ it, at most 5 s apart) closes connections with neither a read nor a write for th
 RocketMQ's IdleStateHandler with ``serverChannelMaxIdleTimeSeconds``), and aborts those whose
 replies have waited above the write-buffer high mark for that long.
 
+Connections beyond ``max_connections``, or beyond ``max_connections_per_address`` from one client
+IP, are closed as soon as they are accepted (logged once per host and minute). Every crossing of
+a limit is counted in ``counts`` (``LimitCounts``: the broker's
+``rocketlite_limit_rejections_total``).
+
 With ``tls`` (``TlsServerConfig``, not disabled) the port takes TLS connections, and plain ones
 too in permissive mode (``tls_listen``); in enforcing mode a plain client's first request is
 answered SYSTEM_ERROR with a remark that the port needs TLS (``PlainRefusal``), then closed.
@@ -30,7 +35,7 @@ from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.command import FrameDecoder, RemotingCommand
 from rocketlite.remoting.connection import SERVER_LIMITS, Connection, RunHandler
 from rocketlite.remoting.gated_runs import Gate, GatedRuns
-from rocketlite.remoting.limits import ConnectionLimits, FrameBudget, PeerLog
+from rocketlite.remoting.limits import ConnectionLimits, FrameBudget, LimitCounts, PeerLog
 from rocketlite.remoting.tls import TlsServerConfig
 from rocketlite.remoting.tls_listen import Listening, listen
 
@@ -59,10 +64,14 @@ class RemotingServer:
         self.processors: dict[int, Processor] = {}
         self.run_processors: dict[int, RunHandler] = {}  # shared with every connection
         self.connections: set[Connection] = set()
+        self.per_address: dict[str, int] = {}  # admitted connections by client IP
+        self.admitted = 0  # their sum: refused ones, closing, are not counted
+        self.counts = LimitCounts()
         self.close_listeners: list[Callable[[Connection], None]] = []
         self.peer_log = PeerLog(log)  # bad frames, rate-limited per peer host
-        # plain connections an enforcing port refused, failed TLS handshakes: once per peer host
-        self.tls_log = PeerLog(log, "refused connections", first=1)
+        # connections refused: over a connection limit, plain ones on an enforcing port, failed
+        # TLS handshakes: once per peer host and minute
+        self.refused_log = PeerLog(log, "refused connections", first=1)
         self.frame_budget = (FrameBudget(limits.buffered_frames_max, self.peer_log)
                              if limits.buffered_frames_max else None)
         # Checks each request before its processor (``acl_gate.AclGate``): None lets it run, a
@@ -99,13 +108,43 @@ class RemotingServer:
     def _make_connection(self) -> Connection:
         conn = Connection(self._dispatch, limits=self.limits, on_close=self._closed,
                           peer_log=self.peer_log, frame_budget=self.frame_budget,
+                          counts=self.counts, on_open=self._admit,
                           run_handlers=self.run_processors if self.gate is None
                           else GatedRuns(self.run_processors, self.gate))
         self.connections.add(conn)
         return conn
 
+    def _admit(self, conn: Connection) -> bool:
+        """Whether ``conn`` (its peer known) may stay: within both connection limits."""
+        limits = self.limits
+        ip = conn.peer_ip
+        n = self.per_address.get(ip, 0)
+        if self.admitted >= limits.max_connections:
+            limit, what = "connections", f"maxConnections ({limits.max_connections}) connections"
+        elif n >= limits.max_connections_per_address:
+            limit = "connections_per_address"
+            what = (f"maxConnectionsPerAddress ({limits.max_connections_per_address}) "
+                    f"connections from {ip}")
+        else:
+            self.per_address[ip] = n + 1
+            self.admitted += 1
+            return True
+        self.counts.hit(limit)
+        self.refused_log.warning(ip, "%s: refused a connection from %s: %s are open", self.name,
+                             conn.peer, what)
+        return False
+
     def _closed(self, conn: Connection) -> None:
         self.connections.discard(conn)
+        if conn.admitted:
+            ip = conn.peer_ip
+            n = self.per_address.get(ip, 0) - 1
+            if n > 0:
+                self.per_address[ip] = n
+            else:
+                self.per_address.pop(ip, None)
+            conn.admitted = False
+            self.admitted -= 1
         for fn in self.close_listeners:
             try:
                 fn(conn)
@@ -116,7 +155,7 @@ class RemotingServer:
         loop = asyncio.get_running_loop()
         self._server, self.port = await listen(
             self._make_connection, self.host, self.port, self.tls, name=self.name,
-            peer_log=self.tls_log, refuse=lambda: PlainRefusal(self.name))
+            peer_log=self.refused_log, refuse=lambda: PlainRefusal(self.name))
         mode = "" if self.tls is None else f" (TLS {self.tls.mode})"
         log.info("%s listening on %s:%d%s", self.name, self.host, self.port, mode)
         if self.limits.max_idle_s:
@@ -140,6 +179,7 @@ class RemotingServer:
                     conn.peer_ip, "%s: closing connection from %s: its replies have waited unread "
                     "above the write-buffer high mark (%d bytes) for %.0f s", self.name, conn.peer,
                     self.limits.write_high, now - since)
+                self.counts.hit("pending_bytes")
                 conn.abort()
             elif now - conn.last_io >= max_idle:
                 idle.append(conn)
@@ -163,7 +203,7 @@ class RemotingServer:
             await self._server.wait_closed()
             self._server = None
         self.peer_log.flush()
-        self.tls_log.flush()
+        self.refused_log.flush()
 
 
 REFUSAL_MAX_FRAME = 1 << 20

@@ -26,7 +26,12 @@ from collections.abc import Callable, Sequence
 from itertools import accumulate, repeat
 from operator import add
 
-from rocketlite.common.errors import CorruptRecordError, MessageIllegalError, StoreError
+from rocketlite.common.errors import (
+    CorruptRecordError,
+    MessageIllegalError,
+    MessageTooLargeError,
+    StoreError,
+)
 from rocketlite.formats import message_record as rec
 from rocketlite.formats.properties import nul_error
 from rocketlite.formats.record_batch import encode_batch
@@ -134,7 +139,7 @@ class CommitLog:
         return the topic's bytes and the record size. Raises MessageIllegalError."""
         tb = self.topic_bytes(topic)
         if body_len > self.config.max_message_size:
-            raise MessageIllegalError(
+            raise MessageTooLargeError(
                 f"message body is {body_len} bytes, larger than maxMessageSize "
                 f"{self.config.max_message_size}"
             )

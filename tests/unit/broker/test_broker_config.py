@@ -25,6 +25,10 @@ KEYS = {
     # what one connection may cost (NettyServerConfig keys; maxBufferedFrameBytes is rocketlite's)
     "serverChannelMaxIdleTimeSeconds", "writeBufferHighWaterMark", "writeBufferLowWaterMark",
     "maxBufferedFrameBytes",
+    # limits against abuse (rocketlite's)
+    "maxConnections", "maxConnectionsPerAddress", "maxExtFields", "maxHeaderBytes",
+    "maxInflightRequests",
+    "autoCreateTopicsPerMinute", "autoCreateGroupsPerMinute",
     # the timer wheel (5.x MessageStoreConfig keys)
     "timerWheelEnable", "timerMaxDelaySec", "timerPrecisionMs", "timerRollWindowSlot",
     "timerFlushIntervalMs", "mappedFileSizeTimerLog",

@@ -51,17 +51,18 @@ def test_decode(data: bytes) -> None:
     assert outcome(CODEC.decode, data) == outcome(ref._decode_py, data)
 
 
-@given(st.lists(frames, max_size=6), st.binary(max_size=12))
-def test_split(parts: list[bytes], tail: bytes) -> None:
+@given(st.lists(frames, max_size=6), st.binary(max_size=12),
+       st.one_of(st.just(0xFFFFFF), st.integers(0, 100)))
+def test_split(parts: list[bytes], tail: bytes, max_header: int) -> None:
     data = b"".join(parts) + tail
     got: list[object] = []
     want: list[object] = []
     try:
-        pos_c = CODEC.split(ref.FrameDecoder(1 << 16), data, 0, got)
+        pos_c = CODEC.split(ref.FrameDecoder(1 << 16, max_header), data, 0, got)
     except ProtocolError as e:
         pos_c = same(e)
     try:
-        pos_py = ref._split_py(ref.FrameDecoder(1 << 16), data, 0, want)
+        pos_py = ref._split_py(ref.FrameDecoder(1 << 16, max_header), data, 0, want)
     except ProtocolError as e:
         pos_py = same(e)
     assert (pos_c, [same(i) for i in got]) == (pos_py, [same(i) for i in want])

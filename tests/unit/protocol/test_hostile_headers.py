@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketlite.common.errors import ProtocolError
+from rocketlite.common.errors import HeaderTooLargeError, ProtocolError
 from rocketlite.protocol import command
 from rocketlite.protocol.command import FrameDecoder, RemotingCommand, decode_frame
 from strategies import json_headers, nested
@@ -136,3 +136,19 @@ def test_fuzz_json_headers(header: bytes, body: bytes, stype: int, cut: int) -> 
 def test_fuzz_binary_headers(header: bytes, body: bytes) -> None:
     items = FrameDecoder(1 << 20).feed(GOOD + frame(header, body, 1) + GOOD)
     assert len(items) == 3 and isinstance(items[0], RemotingCommand)
+
+
+def test_a_header_above_max_header_is_skipped_undecoded() -> None:
+    big = RemotingCommand.request(10, {f"k{i}": "v" * 10 for i in range(50)}).encode()
+    hlen = struct.unpack_from(">I", big, 4)[0] & 0xFFFFFF
+    for cuts in ([], [len(GOOD) + 7], [len(GOOD) + 100, len(GOOD) + 200]):  # whole and split
+        data = GOOD + big + GOOD
+        decoder = FrameDecoder(max_header=hlen - 1)
+        items: list[object] = []
+        for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True):
+            items += decoder.feed(data[a:b])
+        assert [type(i) for i in items] == [RemotingCommand, HeaderTooLargeError, RemotingCommand]
+        err = items[1]
+        assert isinstance(err, HeaderTooLargeError) and err.opaque is None
+        assert f"header of {hlen} bytes is above maxHeaderBytes ({hlen - 1})" in str(err)
+    assert [type(i) for i in FrameDecoder(max_header=hlen).feed(big)] == [RemotingCommand]

@@ -13,6 +13,7 @@ from remotinghelp import connect, written
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.remoting.connection import Connection
+from rocketlite.remoting.limits import ConnectionLimits
 from rocketlite.remoting.server import RemotingServer
 
 
@@ -94,3 +95,21 @@ async def test_registering_a_plain_processor_drops_the_run_handler() -> None:
     conn.data_received(_frames(10, 10, 310))
     assert rec.runs == [["2"]]
     assert rec.single == ["0", "1"]
+
+
+async def test_a_request_with_too_many_ext_fields_is_refused_inside_a_run() -> None:
+    rec = Recorder()
+    server = RemotingServer(limits=ConnectionLimits(max_ext_fields=3))
+    server.register(10, rec.processor, run=rec.run)
+    conn = server._make_connection()
+    connect(conn)
+    wide = RemotingCommand.request(10, {"i": "1", "a": "", "b": "", "c": ""})
+    wide.opaque = 101
+    frames = _frames(10)
+    conn.data_received(frames + wide.encode() + frames.replace(b'"i":"0"', b'"i":"2"'))
+    assert rec.runs == [["0"], ["2"]]
+    replies = written(conn.transport)  # type: ignore[arg-type]
+    assert [(r.opaque, r.code) for r in replies] == [
+        (100, 0), (101, ResponseCode.SYSTEM_ERROR), (100, 0)]
+    assert replies[1].remark == "the request header has 4 ext fields, above maxExtFields (3)"
+    assert server.counts.get("ext_fields") == 1

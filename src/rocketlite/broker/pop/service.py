@@ -200,7 +200,8 @@ class PopService:
     def _group(self, group: str) -> SubscriptionGroupConfig:
         sgc = self.broker.subscriptions.get(group)
         if sgc is None:
-            raise GroupNotFound(f"subscription group [{group}] does not exist")
+            raise GroupNotFound(self.broker.subscriptions.missing(
+                group, f"subscription group [{group}] does not exist"))
         if not sgc.consumeEnable:
             raise NoPermission(f"subscription group [{group}] may not consume")
         return sgc

@@ -25,14 +25,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from brokerhelp import ServerProcess, free_port, wait_port  # noqa: E402
-from failoverhelp import Node, run_etcd, send_ok, wait_in_sync, wait_master  # noqa: E402
+from failoverhelp import controller_group, run_etcd, send_ok, wait_in_sync  # noqa: E402
 from rocketlite.client.instance import ClientConfig  # noqa: E402
 from rocketlite.client.message import Message  # noqa: E402
 from rocketlite.client.producer import Producer  # noqa: E402
 from rocketlite.controller.etcd import EtcdController  # noqa: E402
 from rocketlite.controller.state import replica_key  # noqa: E402
-from rocketlite.remoting.client import RemotingClient  # noqa: E402
 
 GROUP = "broker-rate"
 
@@ -46,49 +44,34 @@ async def versions(etcd: EtcdController, ids: list[int]) -> dict[int, int]:
 
 
 async def run(tmp: Path, etcd_url: str, args: argparse.Namespace) -> None:
-    ns_port = free_port()
-    ns = f"127.0.0.1:{ns_port}"
-    namesrv = ServerProcess(["namesrv", "--port", str(ns_port), "--controller", etcd_url],
-                            tmp / "namesrv.log")
     ids = list(range(1, args.replicas + 1))
-    nodes = [Node(tmp, GROUP, b, ns, etcd_url) for b in ids]
-    client, etcd = RemotingClient(), EtcdController(etcd_url)
-    producer = Producer("RatePG", config=ClientConfig(namesrv_addr=ns), send_timeout=5.0)
-    try:
-        namesrv.wait_ready(30)
-        wait_port(ns_port)
-        nodes[0].start()
-        await wait_master(client, ns, GROUP, nodes[0].address, 15)
-        for n in nodes[1:]:
-            n.start()
-        await producer.start()
-        await send_ok(producer, "RateTopic", b"warm-up", 30)
-        await wait_in_sync(etcd, GROUP, set(ids), 30)
-        body = b"x" * args.size
-        sent = 0
-        before, start = await versions(etcd, ids), time.monotonic()
-        end = start + args.seconds
+    async with controller_group(tmp, etcd_url, GROUP, [None] * args.replicas) as g:
+        etcd = g.etcd
+        producer = Producer("RatePG", config=ClientConfig(namesrv_addr=g.ns), send_timeout=5.0)
+        try:
+            await producer.start()
+            await send_ok(producer, "RateTopic", b"warm-up", 30)
+            await wait_in_sync(etcd, GROUP, set(ids), 30)
+            body = b"x" * args.size
+            sent = 0
+            before, start = await versions(etcd, ids), time.monotonic()
+            end = start + args.seconds
 
-        async def worker() -> None:
-            nonlocal sent
-            while time.monotonic() < end:
-                await producer.send(Message("RateTopic", body))
-                sent += 1
+            async def worker() -> None:
+                nonlocal sent
+                while time.monotonic() < end:
+                    await producer.send(Message("RateTopic", body))
+                    sent += 1
 
-        await asyncio.gather(*(worker() for _ in range(args.workers)))
-        took = time.monotonic() - start
-        after = await versions(etcd, ids)
-        print(f"{sent} sends in {took:.1f} s ({sent / took:,.0f}/s, {args.size} B each)")
-        for b in ids:
-            n = after[b] - before[b]
-            print(f"  replica {b}: {n} record rewrites, {n / took:.2f}/s")
-    finally:
-        await producer.shutdown()
-        await client.close()
-        await etcd.close()
-        for n in nodes:
-            n.close()
-        namesrv.stop()
+            await asyncio.gather(*(worker() for _ in range(args.workers)))
+            took = time.monotonic() - start
+            after = await versions(etcd, ids)
+            print(f"{sent} sends in {took:.1f} s ({sent / took:,.0f}/s, {args.size} B each)")
+            for b in ids:
+                n = after[b] - before[b]
+                print(f"  replica {b}: {n} record rewrites, {n / took:.2f}/s")
+        finally:
+            await producer.shutdown()
 
 
 def main() -> None:

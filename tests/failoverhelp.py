@@ -14,11 +14,12 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
-from brokerhelp import ServerProcess, free_port, pull_queue
+from brokerhelp import ServerProcess, free_port, pull_queue, wait_port
 from rocketlite.cli.cluster_etcd import etcd_command, etcd_healthy
 from rocketlite.client.message import Message
 from rocketlite.client.producer import Producer
@@ -141,6 +142,48 @@ class Node:
         finally:
             if self.proc is not None:
                 self.proc.kill()
+
+
+@dataclass
+class ControllerGroup:
+    """A controller-mode group (``controller_group``): its NameServer's address and process, its
+    brokers (the first elected master), and a Remoting client and controller to ask them."""
+
+    ns: str
+    namesrv: ServerProcess
+    nodes: list[Node]
+    client: RemotingClient
+    etcd: EtcdController
+
+
+@asynccontextmanager
+async def controller_group(tmp_path: Path, etcd_url: str, group: str,
+                           extras: list[dict[str, str] | None]) -> AsyncIterator[ControllerGroup]:
+    """``rocketlite namesrv --controller`` and one controller-mode broker per ``extras`` item
+    (its broker.conf overrides; ids from 1), the first started alone and waited for as the
+    elected master, then the others (not waited for: ``wait_in_sync`` if needed). Everything
+    is stopped at the end (a clean stop, else SIGKILL)."""
+    ns_port = free_port()
+    ns = f"127.0.0.1:{ns_port}"
+    namesrv = ServerProcess(["namesrv", "--port", str(ns_port), "--controller", etcd_url],
+                            tmp_path / "namesrv.log")
+    nodes = [Node(tmp_path, group, i, ns, etcd_url, extra) for i, extra in enumerate(extras, 1)]
+    client = RemotingClient()
+    etcd = EtcdController(etcd_url)
+    try:
+        namesrv.wait_ready(30)
+        wait_port(ns_port)
+        nodes[0].start()
+        await wait_master(client, ns, group, nodes[0].address, 15)  # the only replica: elected
+        for n in nodes[1:]:
+            n.start()
+        yield ControllerGroup(ns, namesrv, nodes, client, etcd)
+    finally:
+        await client.close()
+        await etcd.close()
+        for n in nodes:
+            n.close()
+        namesrv.stop()
 
 
 async def master_addr(client: RemotingClient, ns: str, group: str) -> str | None:

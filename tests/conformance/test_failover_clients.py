@@ -38,8 +38,14 @@ import pytest
 from cluster_checks import committed_and_ends, create_replicated_topic, keys_of
 from harness import ClientProcess, Clients, Conformance, Event
 
-from brokerhelp import ServerProcess, free_port, wait_port
-from failoverhelp import FAILOVER_LIMIT_S, Node, run_etcd, wait_in_sync, wait_master
+from failoverhelp import (
+    FAILOVER_LIMIT_S,
+    Node,
+    controller_group,
+    run_etcd,
+    wait_in_sync,
+    wait_master,
+)
 from rocketlite.controller.etcd import EtcdController
 from rocketlite.remoting.client import RemotingClient
 
@@ -95,27 +101,9 @@ def _remove_bulk(tmp_path: Path) -> None:
 @asynccontextmanager
 async def _cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
     with run_etcd(tmp_path) as etcd_url:
-        ns_port = free_port()
-        ns = f"127.0.0.1:{ns_port}"
-        namesrv = ServerProcess(["namesrv", "--port", str(ns_port), "--controller", etcd_url],
-                                tmp_path / "namesrv.log")
-        nodes = [Node(tmp_path, GROUP, 1, ns, etcd_url), Node(tmp_path, GROUP, 2, ns, etcd_url)]
-        client = RemotingClient()
-        etcd = EtcdController(etcd_url)
-        try:
-            namesrv.wait_ready(30)
-            wait_port(ns_port)
-            nodes[0].start()
-            await wait_master(client, ns, GROUP, nodes[0].address, 15)
-            nodes[1].start()
-            await wait_in_sync(etcd, GROUP, {1, 2}, 30)
-            yield Cluster(ns, nodes[0], nodes[1], etcd, client)
-        finally:
-            await client.close()
-            await etcd.close()
-            for n in nodes:
-                n.close()
-            namesrv.stop()
+        async with controller_group(tmp_path, etcd_url, GROUP, [None, None]) as g:
+            await wait_in_sync(g.etcd, GROUP, {1, 2}, 30)
+            yield Cluster(g.ns, g.nodes[0], g.nodes[1], g.etcd, g.client)
 
 
 @pytest.fixture

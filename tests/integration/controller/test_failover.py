@@ -25,10 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from brokerhelp import ServerProcess, free_port, wait_port
 from failoverhelp import (
     FAILOVER_LIMIT_S,
-    Node,
+    controller_group,
     master_addr,
     read_back,
     send_ok,
@@ -39,8 +38,6 @@ from rocketlite.client.instance import ClientConfig
 from rocketlite.client.message import Message
 from rocketlite.client.producer import Producer
 from rocketlite.client.send_types import SendStatus
-from rocketlite.controller.etcd import EtcdController
-from rocketlite.remoting.client import RemotingClient
 
 ROUNDS = int(os.environ.get("ROCKETLITE_FAILOVER_ROUNDS", "1"))
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120 + 60 * ROUNDS)]
@@ -51,83 +48,68 @@ UNACKED_MIB = 40  # sent to the master only, while the slave is paused
 
 
 async def test_the_slave_takes_over_when_the_master_dies(tmp_path: Path, etcd_url: str) -> None:
-    ns_port = free_port()
-    ns = f"127.0.0.1:{ns_port}"
-    namesrv = ServerProcess(["namesrv", "--port", str(ns_port), "--controller", etcd_url],
-                            tmp_path / "namesrv.log")
-    nodes = [Node(tmp_path, GROUP, 1, ns, etcd_url), Node(tmp_path, GROUP, 2, ns, etcd_url)]
-    client = RemotingClient()
-    etcd = EtcdController(etcd_url)
-    producer = Producer("FailoverPG", config=ClientConfig(namesrv_addr=ns,
-                                                          poll_name_server_interval=0.5),
-                        send_timeout=5.0)
-    try:
-        namesrv.wait_ready(30)
-        wait_port(ns_port)
-        nodes[0].start()
-        await wait_master(client, ns, GROUP, nodes[0].address, 15)  # the only replica: elected
-        nodes[1].start()
-        master, slave = nodes
-        await producer.start()
-        acked: set[bytes] = set()
-        await send_ok(producer, TOPIC, b"warm-up", 30)
-        acked.add(b"warm-up")
-        for rnd in range(ROUNDS):
-            for i in range(50):
-                body = b"r%d-m%d" % (rnd, i)
-                r = await producer.send(Message(TOPIC, body))
-                assert r.status is SendStatus.SEND_OK, r.status
-                acked.add(body)
-            await wait_in_sync(etcd, GROUP, {1, 2}, 10)
+    async with controller_group(tmp_path, etcd_url, GROUP, [None, None]) as g:
+        ns, client, etcd = g.ns, g.client, g.etcd
+        master, slave = g.nodes
+        producer = Producer("FailoverPG", config=ClientConfig(namesrv_addr=ns,
+                                                              poll_name_server_interval=0.5),
+                            send_timeout=5.0)
+        try:
+            await producer.start()
+            acked: set[bytes] = set()
+            await send_ok(producer, TOPIC, b"warm-up", 30)
+            acked.add(b"warm-up")
+            for rnd in range(ROUNDS):
+                for i in range(50):
+                    body = b"r%d-m%d" % (rnd, i)
+                    r = await producer.send(Message(TOPIC, body))
+                    assert r.status is SendStatus.SEND_OK, r.status
+                    acked.add(body)
+                await wait_in_sync(etcd, GROUP, {1, 2}, 10)
 
-            # Bytes only the master holds: with the slave paused, one-way sends (never
-            # acknowledged) are stored on the master, more than the paused slave's socket
-            # buffers take, so the tail of them never reaches the slave.
-            assert slave.proc is not None
-            os.kill(slave.proc.proc.pid, signal.SIGSTOP)
-            try:
-                for _ in range(UNACKED_MIB):
-                    await producer.send_oneway(Message(TOPIC, os.urandom(1 << 20)))
-                await asyncio.sleep(0.8)  # the master stores them
-                killed = time.monotonic()
-                master.kill()
-            finally:
-                os.kill(slave.proc.proc.pid, signal.SIGCONT)
-            await wait_master(client, ns, GROUP, slave.address, FAILOVER_LIMIT_S)
-            while True:  # the first send the new master acknowledges
+                # Bytes only the master holds: with the slave paused, one-way sends (never
+                # acknowledged) are stored on the master, more than the paused slave's socket
+                # buffers take, so the tail of them never reaches the slave.
+                assert slave.proc is not None
+                os.kill(slave.proc.proc.pid, signal.SIGSTOP)
                 try:
-                    r = await producer.send(Message(TOPIC, b"r%d-after" % rnd), timeout=2.0)
-                except Exception:  # noqa: BLE001 - the route still names the dead master
-                    assert time.monotonic() - killed < FAILOVER_LIMIT_S, "no send acknowledged"
-                    await asyncio.sleep(0.1)
-                    continue
-                break
-            failover = time.monotonic() - killed
-            print(f"round {rnd}: failover {failover:.2f} s (SIGKILL to the first acknowledged "
-                  f"send on broker {slave.broker_id}, status {r.status.name})")
-            assert failover < FAILOVER_LIMIT_S
-            acked.add(b"r%d-after" % rnd)
-            await read_back(client, slave.address, TOPIC, acked)
+                    for _ in range(UNACKED_MIB):
+                        await producer.send_oneway(Message(TOPIC, os.urandom(1 << 20)))
+                    await asyncio.sleep(0.8)  # the master stores them
+                    killed = time.monotonic()
+                    master.kill()
+                finally:
+                    os.kill(slave.proc.proc.pid, signal.SIGCONT)
+                await wait_master(client, ns, GROUP, slave.address, FAILOVER_LIMIT_S)
+                while True:  # the first send the new master acknowledges
+                    try:
+                        r = await producer.send(Message(TOPIC, b"r%d-after" % rnd), timeout=2.0)
+                    except Exception:  # noqa: BLE001 - the route still names the dead master
+                        assert time.monotonic() - killed < FAILOVER_LIMIT_S, "no send acknowledged"
+                        await asyncio.sleep(0.1)
+                        continue
+                    break
+                failover = time.monotonic() - killed
+                print(f"round {rnd}: failover {failover:.2f} s (SIGKILL to the first acknowledged "
+                      f"send on broker {slave.broker_id}, status {r.status.name})")
+                assert failover < FAILOVER_LIMIT_S
+                acked.add(b"r%d-after" % rnd)
+                await read_back(client, slave.address, TOPIC, acked)
 
-            master.start()  # the old master returns as the new master's slave
-            await send_ok(producer, TOPIC, b"r%d-rejoined" % rnd, 30)
-            acked.add(b"r%d-rejoined" % rnd)
-            assert await master_addr(client, ns, GROUP) == slave.address
-            assert master.proc is not None
-            assert "truncates its CommitLog" in master.proc.log(), "the unacked bytes stayed"
-            master, slave = slave, master
+                master.start()  # the old master returns as the new master's slave
+                await send_ok(producer, TOPIC, b"r%d-rejoined" % rnd, 30)
+                acked.add(b"r%d-rejoined" % rnd)
+                assert await master_addr(client, ns, GROUP) == slave.address
+                assert master.proc is not None
+                assert "truncates its CommitLog" in master.proc.log(), "the unacked bytes stayed"
+                master, slave = slave, master
 
-        # the slave's log is the master's, byte for byte (its extra bytes were cut, not kept)
-        await send_ok(producer, TOPIC, b"last", 30)
-        await producer.shutdown()
-        slave.stop()
-        master.stop()
-        logs = [n.commitlog() for n in (master, slave)]
-        assert logs[1] and logs[0][:len(logs[1])] == logs[1]
-    finally:
-        await producer.shutdown()
-        await client.close()
-        await etcd.close()
-        for n in nodes:
-            n.close()
-        namesrv.stop()
+            # the slave's log is the master's, byte for byte (its extra bytes were cut, not kept)
+            await send_ok(producer, TOPIC, b"last", 30)
+            await producer.shutdown()
+            slave.stop()
+            master.stop()
+            logs = [n.commitlog() for n in (master, slave)]
+            assert logs[1] and logs[0][:len(logs[1])] == logs[1]
+        finally:
+            await producer.shutdown()

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from brokerhelp import ServerProcess, free_port, pull_queue, wait_port
+from brokerhelp import pull_queue
 from failoverhelp import (
     FAILOVER_LIMIT_S,
-    Node,
+    controller_group,
     read_back,
     send_ok,
     wait_in_sync,
@@ -74,84 +74,68 @@ async def readable(client: RemotingClient, addr: str, body: bytes, within: float
 
 async def test_a_stalled_slave_leaves_the_set_and_is_never_elected(tmp_path: Path,
                                                                    etcd_url: str) -> None:
-    ns_port = free_port()
-    ns = f"127.0.0.1:{ns_port}"
-    namesrv = ServerProcess(["namesrv", "--port", str(ns_port), "--controller", etcd_url],
-                            tmp_path / "namesrv.log")
     gap = {"haMaxGapNotInSync": str(MAX_GAP)}
-    master = Node(tmp_path, GROUP, 1, ns, etcd_url, gap)
-    # the slave to pause keeps its lease through the pause: a live replica out of the set
-    stalled = Node(tmp_path, GROUP, 2, ns, etcd_url, gap | {"controllerLeaseTtl": "30"})
-    caught_up = Node(tmp_path, GROUP, 3, ns, etcd_url, gap)
-    nodes = [master, stalled, caught_up]
-    client = RemotingClient()
-    etcd = EtcdController(etcd_url)
-    producer = Producer("ThreeReplicasPG", config=ClientConfig(namesrv_addr=ns,
-                                                                poll_name_server_interval=0.5),
-                        send_timeout=5.0, compress_over=1 << 30)  # BODY bytes stored
-    try:
-        namesrv.wait_ready(30)
-        wait_port(ns_port)
-        master.start()
-        await wait_master(client, ns, GROUP, master.address, 15)
-        stalled.start()
-        caught_up.start()
-        await producer.start()
-        acked: set[bytes] = set()
-        await send_ok(producer, TOPIC, b"warm-up", 30)
-        acked.add(b"warm-up")
-        await wait_in_sync(etcd, GROUP, {1, 2, 3}, 15)
-        # the slaves copy the topic's config from the master every 10 s: until broker 3 has it,
-        # as master it would refuse pulls of the topic (TOPIC_NOT_EXIST)
-        await readable(client, caught_up.address, b"warm-up", 30)
-        view = await group(etcd)
-        clients = {b: view.replicas[b].ha_client_addr for b in (2, 3)}
-        assert all(c and c.startswith("127.0.0.1:") for c in clients.values()), clients
-        assert clients[2] != clients[3]
-
-        with stalled.paused():
-            before, started = await record_versions(etcd), time.monotonic()
-            for i in range(PAUSED_SENDS):
-                body = b"%06d" % i + b"x" * (BODY - 6)
-                r = await producer.send(Message(TOPIC, body))
-                assert r.status is SendStatus.SEND_OK, r.status  # broker 3 acked it
-                acked.add(body)
-            await wait_in_sync(etcd, GROUP, {1, 3}, 10)
+    # the slave to pause (broker 2) keeps its lease through the pause: a live replica out of
+    # the set
+    extras: list[dict[str, str] | None] = [gap, gap | {"controllerLeaseTtl": "30"}, gap]
+    async with controller_group(tmp_path, etcd_url, GROUP, extras) as g:
+        ns, client, etcd = g.ns, g.client, g.etcd
+        master, stalled, caught_up = g.nodes
+        producer = Producer("ThreeReplicasPG", config=ClientConfig(namesrv_addr=ns,
+                                                                    poll_name_server_interval=0.5),
+                            send_timeout=5.0, compress_over=1 << 30)  # BODY bytes stored
+        try:
+            await producer.start()
+            acked: set[bytes] = set()
+            await send_ok(producer, TOPIC, b"warm-up", 30)
+            acked.add(b"warm-up")
+            await wait_in_sync(etcd, GROUP, {1, 2, 3}, 15)
+            # the slaves copy the topic's config from the master every 10 s: until broker 3 has it,
+            # as master it would refuse pulls of the topic (TOPIC_NOT_EXIST)
+            await readable(client, caught_up.address, b"warm-up", 30)
             view = await group(etcd)
-            assert 2 in view.replicas, "the paused slave's lease lapsed: the test proves nothing"
-            # broker 3 published the offset it reached; the paused broker 2 could not
-            deadline = time.monotonic() + 10
-            while view.replicas[3].max_offset - view.replicas[2].max_offset <= MAX_GAP:
-                assert time.monotonic() < deadline, view.replicas
-                await asyncio.sleep(0.2)
+            clients = {b: view.replicas[b].ha_client_addr for b in (2, 3)}
+            assert all(c and c.startswith("127.0.0.1:") for c in clients.values()), clients
+            assert clients[2] != clients[3]
+
+            with stalled.paused():
+                before, started = await record_versions(etcd), time.monotonic()
+                for i in range(PAUSED_SENDS):
+                    body = b"%06d" % i + b"x" * (BODY - 6)
+                    r = await producer.send(Message(TOPIC, body))
+                    assert r.status is SendStatus.SEND_OK, r.status  # broker 3 acked it
+                    acked.add(body)
+                await wait_in_sync(etcd, GROUP, {1, 3}, 10)
                 view = await group(etcd)
-            assert view.replicas[3].epoch == view.replicas[2].epoch == view.state.master_epoch
-            took, after = time.monotonic() - started, await record_versions(etcd)
-            print(f"record rewrites in the {took:.2f} s since the pause: "
-                  f"{ {b: after[b] - before[b] for b in after} }")
-            killed = time.monotonic()
-            master.kill()
-        # broker 2 runs again (and publishes what it holds) while the election is pending
+                assert 2 in view.replicas, "the paused slave's lease lapsed: the test proves nothing"
+                # broker 3 published the offset it reached; the paused broker 2 could not
+                deadline = time.monotonic() + 10
+                while view.replicas[3].max_offset - view.replicas[2].max_offset <= MAX_GAP:
+                    assert time.monotonic() < deadline, view.replicas
+                    await asyncio.sleep(0.2)
+                    view = await group(etcd)
+                assert view.replicas[3].epoch == view.replicas[2].epoch == view.state.master_epoch
+                took, after = time.monotonic() - started, await record_versions(etcd)
+                print(f"record rewrites in the {took:.2f} s since the pause: "
+                      f"{ {b: after[b] - before[b] for b in after} }")
+                killed = time.monotonic()
+                master.kill()
+            # broker 2 runs again (and publishes what it holds) while the election is pending
 
-        await wait_master(client, ns, GROUP, caught_up.address, FAILOVER_LIMIT_S)
-        print(f"broker 3 master in the route {time.monotonic() - killed:.2f} s after SIGKILL")
-        view = await group(etcd)
-        assert view.state.master_id == 3, view.state
-        assert 2 in view.replicas  # alive throughout, never a candidate
-        await read_back(client, caught_up.address, TOPIC, acked)
+            await wait_master(client, ns, GROUP, caught_up.address, FAILOVER_LIMIT_S)
+            print(f"broker 3 master in the route {time.monotonic() - killed:.2f} s after SIGKILL")
+            view = await group(etcd)
+            assert view.state.master_id == 3, view.state
+            assert 2 in view.replicas  # alive throughout, never a candidate
+            await read_back(client, caught_up.address, TOPIC, acked)
 
-        # broker 2 follows the new master, catches up and joins its set again
-        await wait_in_sync(etcd, GROUP, {2, 3}, 20)
-        await send_ok(producer, TOPIC, b"after", 30)
-        assert (await group(etcd)).state.master_id == 3
-        assert "follows master 3" in stalled.log()
-    finally:
-        await producer.shutdown()
-        await client.close()
-        await etcd.close()
-        for n in nodes:
-            n.close()
-        namesrv.stop()
+            # broker 2 follows the new master, catches up and joins its set again
+            await wait_in_sync(etcd, GROUP, {2, 3}, 20)
+            await send_ok(producer, TOPIC, b"after", 30)
+            assert (await group(etcd)).state.master_id == 3
+            assert "follows master 3" in stalled.log()
+        finally:
+            await producer.shutdown()
 
 
 async def test_elections_take_the_published_offsets_of_live_set_members(etcd_url: str) -> None:

@@ -168,21 +168,17 @@ class _SegmentReader:
     def read_checked(self, phys: int, size: int, queue_offset: int) -> bool:
         """``read``, checking the record at once: False also when the range holds no such record
         (a damaged unit or record: logged, and never served)."""
+        if not self.read(phys, size, queue_offset):
+            return False
         rel = phys - self.base
-        if rel < 0 or rel + size > self.end:
-            if not self._enter(phys):
-                return False
-            rel = phys - self.base
-            if rel + size > self.end:
-                return False
         view, qid, topic = self.view, self.queue_id, self.topic
         if not unit_record_ok(view, rel, size, phys, qid, queue_offset, topic) and (
                 why := unit_mismatch(view, rel, size, phys, qid, queue_offset, topic)) is not None:
             log.error("not serving %s queue %d offset %d (CommitLog offset %d, %d bytes): %s",
                       self.topic.decode(errors="replace"), self.queue_id, queue_offset, phys,
                       size, why)
+            del self.spans[-2:]
             return False
-        self.spans += (rel, size)
         return True
 
     def _enter(self, phys: int) -> bool:

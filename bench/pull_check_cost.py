@@ -3,9 +3,9 @@ assert nothing.
 
 ``MessageStore.get_message`` of 32 messages per call over a queue of 3,200 (1 KiB bodies, in
 memory), CPU time per message served (``time.process_time``, best of 5) with the check
-(``record_scan.unit_record_ok``, what pulls do) and with it replaced by a stub that accepts
-everything (what pulls did before the store fuzzer, ``tests/chaos/storefuzz.py``, found damaged
-units and records served as messages).
+(``record_scan.records_match_units`` once per segment run of a pull, what pulls do) and with it
+replaced by a stub that accepts everything (what pulls did before the store fuzzer,
+``tests/chaos/storefuzz.py``, found damaged units and records served as messages).
 
 Usage: python bench/pull_check_cost.py [--body BYTES]
 """
@@ -54,12 +54,12 @@ def main() -> None:
         while store.dispatcher.dispatch_from < store.commitlog.max_offset:
             time.sleep(0.01)
         checked = per_message_us(store)
-        real = gm.unit_record_ok
-        gm.unit_record_ok = lambda *a: True
+        real = gm.records_match_units
+        gm.records_match_units = lambda *a: -1
         try:
             unchecked = per_message_us(store)
         finally:
-            gm.unit_record_ok = real
+            gm.records_match_units = real
         print(f"get_message, {args.body} B bodies, {PER_PULL} per call: {checked:.2f} us/message "
               f"checked, {unchecked:.2f} unchecked (+{checked - unchecked:.2f})")
     finally:

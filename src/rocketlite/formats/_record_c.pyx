@@ -4,14 +4,18 @@ segment, checks as ``message_record.check_record``) and ``dispatch_plan`` (the C
 of a run of plain records, packed per queue); of ``record_batch.encode_batch`` (a batch append's
 records in one call); and of ``message_record.unit_record_ok`` (each record a pull serves checked
 against its ConsumeQueue unit). ``tests/unit/native/test_record_twin.py`` checks them against the pure
-functions. The body CRC is the one ``message_record`` uses (ISA-L's).
+functions; and of ``record_scan.records_match_units`` (a pull's run of records in one segment
+checked against their units in one call). The body CRC is the one ``message_record`` uses (ISA-L's);
+the checks of a pull call ISA-L's C function directly when its module exports it (``_direct_crc``),
+which is most of what checking a 1 KiB record costs through Python.
 """
 
-from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytearray cimport (
     PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_GET_SIZE, PyByteArray_Resize,
 )
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.memoryview cimport PyMemoryView_FromMemory
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 
@@ -315,14 +319,55 @@ def tags_codes(props):
     return out
 
 
-def unit_record_ok(buf, Py_ssize_t pos, Py_ssize_t size, int64_t phys, int64_t queue_id,
-                   int64_t queue_offset, bytes topic):
-    cdef const unsigned char[::1] src = buf
-    cdef Py_ssize_t n = src.shape[0], tlen = len(topic), body_len, topic_at, props_at
-    cdef const unsigned char* b
-    if size < V4_BODY_AT or pos < 0 or pos > n - size:
+ctypedef uint32_t (*crc_fn)(uint32_t init, const unsigned char* buf, uint64_t length) noexcept nogil
+
+cdef crc_fn _isal_crc = NULL  # ISA-L's crc32_gzip_refl, what ``isal_zlib.crc32`` calls
+cdef crc_fn _direct = NULL  # _isal_crc while the direct path is on
+
+
+def _find_isal_crc():
+    """The address of ISA-L's ``crc32_gzip_refl`` in the module ``message_record.crc32`` comes
+    from (0 when that CRC is not ISA-L's or its module does not export the function)."""
+    try:
+        import ctypes
+        from isal import isal_zlib
+        if _crc32 is not isal_zlib.crc32:
+            return 0
+        return ctypes.cast(ctypes.CDLL(isal_zlib.__file__).crc32_gzip_refl, ctypes.c_void_p).value or 0
+    except (ImportError, OSError, AttributeError):
+        return 0
+
+
+_isal_crc = <crc_fn><size_t>_find_isal_crc()
+_direct = _isal_crc
+if _isal_crc != NULL and _isal_crc(0, <const unsigned char*>b"123456789", 9) != 0xCBF43926:
+    _isal_crc = _direct = NULL  # not the CRC the records carry: keep to the Python call
+
+
+def _direct_crc(on=None):
+    """Whether the checks call ISA-L's CRC directly; ``on`` turns that on (where ISA-L exports it)
+    or off (the Python-level ``crc32`` then, as the tests compare both paths)."""
+    global _direct
+    if on is not None:
+        _direct = _isal_crc if on else NULL
+    return _direct != NULL
+
+
+cdef inline int _body_crc_ok(const unsigned char* body, Py_ssize_t n, uint32_t want) except -1:
+    """Whether CRC32 of ``n`` bytes at ``body``, masked to 31 bits, is ``want``; through ISA-L's C
+    function when it is at hand, else one call of ``crc32`` on a memoryview of those bytes."""
+    if _direct != NULL:
+        return (_direct(0, body, <uint64_t>n) & 0x7FFFFFFF) == want
+    return (<uint32_t>_crc32(PyMemoryView_FromMemory(<char*>body, n, PyBUF_READ)) & 0x7FFFFFFF) \
+        == want
+
+
+cdef inline int _unit_ok(const unsigned char* b, Py_ssize_t size, int64_t phys, int64_t queue_id,
+                         int64_t queue_offset, const char* topic, Py_ssize_t tlen) except -1:
+    """``message_record.unit_record_ok`` on the ``size`` bytes at ``b`` (inside the buffer)."""
+    cdef Py_ssize_t body_len, topic_at, props_at
+    if size < V4_BODY_AT:
         return False
-    b = &src[0] + pos
     body_len = be_i32(b + 84)
     if be_i32(b) != size or be_i32(b + 4) != MAGIC_V1 or be_i32(b + 36) & HOSTS_V6 or body_len < 0:
         return False
@@ -334,7 +379,49 @@ def unit_record_ok(buf, Py_ssize_t pos, Py_ssize_t size, int64_t phys, int64_t q
         return False
     if be_i32(b + 12) != queue_id or be_i64(b + 20) != queue_offset or be_i64(b + 28) != phys:
         return False
-    if tlen and memcmp(b + topic_at, PyBytes_AS_STRING(topic), tlen) != 0:
+    if tlen and memcmp(b + topic_at, topic, tlen) != 0:
         return False
-    body = memoryview(buf)[pos + V4_BODY_AT : pos + V4_BODY_AT + body_len]
-    return (_crc32(body) & 0x7FFFFFFF) == <uint32_t>be_i32(b + 8)
+    return _body_crc_ok(b + V4_BODY_AT, body_len, <uint32_t>be_i32(b + 8))
+
+
+def unit_record_ok(buf, Py_ssize_t pos, Py_ssize_t size, int64_t phys, int64_t queue_id,
+                   int64_t queue_offset, bytes topic):
+    cdef Py_buffer view
+    cdef bint ok
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        if size < V4_BODY_AT or pos < 0 or pos > view.len - size:
+            return False
+        ok = _unit_ok(<const unsigned char*>view.buf + pos, size, phys, queue_id, queue_offset,
+                      PyBytes_AS_STRING(topic), PyBytes_GET_SIZE(topic))
+    finally:
+        PyBuffer_Release(&view)
+    return ok
+
+
+def records_match_units(buf, list spans, int64_t base, list queue_offsets, Py_ssize_t first,
+                        int64_t queue_id, bytes topic, Py_ssize_t start=0):
+    cdef Py_buffer view
+    cdef Py_ssize_t n = len(spans) // 2, k, rel, size
+    cdef const unsigned char* b
+    cdef const char* t = PyBytes_AS_STRING(topic)
+    cdef Py_ssize_t tlen = PyBytes_GET_SIZE(topic)
+    if len(spans) % 2:
+        raise ValueError("spans must be start, size pairs")
+    if first < 0 or first > len(queue_offsets) - n:
+        raise IndexError("fewer queue offsets than spans")
+    if start < 0:
+        start = 0
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        b = <const unsigned char*>view.buf
+        for k in range(start, n):
+            rel = spans[2 * k]
+            size = spans[2 * k + 1]
+            if size < V4_BODY_AT or rel < 0 or rel > view.len - size or not _unit_ok(
+                    b + rel, size, base + rel, queue_id, <int64_t>queue_offsets[first + k], t,
+                    tlen):
+                return k
+    finally:
+        PyBuffer_Release(&view)
+    return -1

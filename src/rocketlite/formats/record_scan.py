@@ -1,7 +1,8 @@
 """Whole-segment walks over CommitLog records: one call per segment instead of a Python loop per
 record. Recovery verifies records (``scan_records``); the dispatcher turns a run of records into
 ConsumeQueue units (``dispatch_plan``) and a hinted run's properties into tag codes
-(``tags_codes``). Each has a compiled twin in ``_record_c.pyx`` with the
+(``tags_codes``); a pull checks the records it serves against their units
+(``records_match_units``). Each has a compiled twin in ``_record_c.pyx`` with the
 same signature and results (``tests/unit/native/test_record_twin.py``); the pure functions here
 are the reference, written over ``message_record``'s own checks so they cannot drift from them.
 """
@@ -113,17 +114,41 @@ def _tags_codes_py(props: Sequence[bytes]) -> list[int]:
     return list(map(_tags_code_py, props))
 
 
+def _records_match_units_py(buf: rec.Buffer, spans: list[int], base: int,
+                            queue_offsets: list[int], first: int, queue_id: int, topic: bytes,
+                            start: int = 0) -> int:
+    """A pull's records in one segment checked against their ConsumeQueue units in one call: the
+    index of the first record from ``start`` on that ``message_record.unit_record_ok`` does not
+    accept, -1 when it accepts them all. Record ``k`` is the ``spans[2k + 1]`` bytes at
+    ``spans[2k]`` of ``buf`` (a segment that starts at CommitLog offset ``base``), the record of
+    queue offset ``queue_offsets[first + k]`` of ``topic``, ``queue_id``."""
+    if len(spans) % 2:
+        raise ValueError("spans must be start, size pairs")
+    n = len(spans) // 2
+    if first < 0 or first > len(queue_offsets) - n:
+        raise IndexError("fewer queue offsets than spans")
+    ok = rec.unit_record_ok
+    for k in range(max(start, 0), n):
+        rel, size = spans[2 * k], spans[2 * k + 1]
+        if not ok(buf, rel, size, base + rel, queue_id, queue_offsets[first + k], topic):
+            return k
+    return -1
+
+
 # The compiled twins (``_record_c.pyx``), unless ROCKETLITE_PURE or not built.
 scan_records: Callable[[rec.Buffer, int, int, bool, int], ScanResult] = _scan_records_py
 dispatch_plan: Callable[[rec.Buffer, int, int], Plan] = _dispatch_plan_py
 tags_codes: Callable[[Sequence[bytes]], list[int]] = _tags_codes_py
 unit_record_ok: Callable[[rec.Buffer, int, int, int, int, int, bytes], bool] = rec.unit_record_ok
+records_match_units: Callable[[rec.Buffer, list[int], int, list[int], int, int, bytes, int], int] = (
+    _records_match_units_py)
 _c = native.load("rocketlite.formats._record_c")
 if _c is not None:
     scan_records = _c.scan_records
     dispatch_plan = _c.dispatch_plan
     tags_codes = _c.tags_codes
     unit_record_ok = _c.unit_record_ok
+    records_match_units = _c.records_match_units
 
 
 def scan_segment(buf: rec.Buffer, start: int, end: int, check_crc: bool,

@@ -26,7 +26,7 @@ from enum import Enum
 from rocketlite.common import native
 from rocketlite.formats.consume_queue_unit import CQ_UNIT_SIZE
 from rocketlite.formats.message_record import unit_mismatch
-from rocketlite.formats.record_scan import unit_record_ok
+from rocketlite.formats.record_scan import records_match_units, unit_record_ok
 from rocketlite.store.commitlog import CommitLog
 from rocketlite.store.consume_queue import ConsumeQueue
 
@@ -122,13 +122,22 @@ class _SegmentReader:
     of a queue are mostly in one segment, so most reads are one bounds check and two appends;
     the bytes are copied once, segment by segment, by ``gather``.
 
+    No record that does not match its ConsumeQueue unit is served (``unit_mismatch``: a damaged
+    unit or record). ``read`` takes records on trust and each segment's run of them is checked in
+    one call (``records_match_units``) before it is copied; a run with a record that does not match
+    marks the reader ``damaged``, and ``get_message`` reads again with ``read_checked``, which
+    checks record by record, skipping and logging those. Damage is rare: the common pull pays the
+    check per segment run, not a Python call per record.
+
     The reader holds a memoryview of each segment it reads until ``release``: retention closing
     that segment meanwhile leaves the mapping alive for it (``MappedFile.close`` lets a holder's
     view outlive the close), so the records found are still there when they are copied."""
 
-    __slots__ = ("base", "chunks", "cl", "end", "queue_id", "spans", "topic", "view", "views")
+    __slots__ = ("base", "chunks", "cl", "damaged", "end", "queue_id", "queue_offsets", "spans",
+                 "taken", "topic", "verify", "view", "views")
 
-    def __init__(self, cl: CommitLog, cq: ConsumeQueue) -> None:
+    def __init__(self, cl: CommitLog, cq: ConsumeQueue, queue_offsets: list[int],
+                 verify: bool) -> None:
         self.cl = cl
         self.topic = cq.topic.encode()
         self.queue_id = cq.queue_id
@@ -137,39 +146,78 @@ class _SegmentReader:
         self.views: list[memoryview] = []
         self.spans: list[int] = []  # start, size within ``view``
         self.chunks: list[bytes] = []  # what earlier segments gave
+        self.queue_offsets = queue_offsets  # of every record taken, filled by the caller
+        self.taken = 0  # records in ``chunks``
+        self.verify = verify  # check each run in ``_cut`` (``read``'s records)
+        self.damaged = False
 
     def read(self, phys: int, size: int, queue_offset: int) -> bool:
-        """Take the ``size`` bytes at ``phys``, the record of ``queue_offset``; False if that
-        range is gone or not yet readable (``CommitLog.read``), or holds no such record (a damaged
-        unit or record: logged, and never served)."""
+        """Take the ``size`` bytes at ``phys``, the record of ``queue_offset`` (which the caller
+        appends to ``queue_offsets`` when this says True); False if that range is gone or not yet
+        readable (``CommitLog.read``). Whether it is that record is checked with its run."""
         rel = phys - self.base
         if rel < 0 or rel + size > self.end:
-            mf = self.cl.files.find(phys)
-            if mf is None:
+            if not self._enter(phys):
                 return False
-            try:
-                view = memoryview(mf.mm)
-            except ValueError:  # closed by retention since ``find``
-                return False
-            self._cut()
-            self.views.append(view)
-            self.base, self.end, self.view = mf.file_from_offset, mf.committed, view
             rel = phys - self.base
             if rel + size > self.end:
                 return False
+        self.spans += (rel, size)
+        return True
+
+    def read_checked(self, phys: int, size: int, queue_offset: int) -> bool:
+        """``read``, checking the record at once: False also when the range holds no such record
+        (a damaged unit or record: logged, and never served)."""
+        if not self.read(phys, size, queue_offset):
+            return False
+        rel = phys - self.base
         view, qid, topic = self.view, self.queue_id, self.topic
         if not unit_record_ok(view, rel, size, phys, qid, queue_offset, topic) and (
                 why := unit_mismatch(view, rel, size, phys, qid, queue_offset, topic)) is not None:
             log.error("not serving %s queue %d offset %d (CommitLog offset %d, %d bytes): %s",
                       self.topic.decode(errors="replace"), self.queue_id, queue_offset, phys,
                       size, why)
+            del self.spans[-2:]
             return False
-        self.spans += (rel, size)
+        return True
+
+    def _enter(self, phys: int) -> bool:
+        """Make the segment holding ``phys`` the current one; False if there is none."""
+        mf = self.cl.files.find(phys)
+        if mf is None:
+            return False
+        try:
+            view = memoryview(mf.mm)
+        except ValueError:  # closed by retention since ``find``
+            return False
+        self._cut()
+        self.views.append(view)
+        self.base, self.end, self.view = mf.file_from_offset, mf.committed, view
+        return True
+
+    def _run_matches(self) -> bool:
+        """Whether every record of the current run is the one its unit says: what
+        ``records_match_units`` refuses is walked by ``unit_mismatch`` (another record shape it
+        accepts, or damage)."""
+        view, spans, base, qos, first = self.view, self.spans, self.base, self.queue_offsets, \
+            self.taken
+        qid, topic = self.queue_id, self.topic
+        k = records_match_units(view, spans, base, qos, first, qid, topic, 0)
+        while k >= 0:
+            rel = spans[2 * k]
+            if unit_mismatch(view, rel, spans[2 * k + 1], base + rel, qid, qos[first + k],
+                             topic) is not None:
+                return False
+            k = records_match_units(view, spans, base, qos, first, qid, topic, k + 1)
         return True
 
     def _cut(self) -> None:
-        if self.spans:
-            self.chunks.append(gather(self.view, self.spans))
+        spans = self.spans
+        if spans:
+            if self.verify and not self.damaged and not self._run_matches():
+                self.damaged = True
+            self.chunks.append(gather(self.view, spans))
+            self.taken += len(spans) >> 1
             self.spans = []
 
     def body(self) -> bytes:
@@ -199,12 +247,28 @@ def get_message(
     max_bytes: int,
     tag_filter: Callable[[int], bool] | None = None,
 ) -> GetMessageResult:
-    st = GetMessageStatus
+    """Up to ``max_count`` records (``max_bytes`` at most, beyond the first) of ``cq`` from
+    ``offset``, those ``tag_filter`` refuses skipped; never a record that does not match its unit.
+    The records are checked run by run; a pull that met a damaged one is read again record by
+    record, which skips exactly those (see ``_SegmentReader``)."""
     if cq is None:
-        return GetMessageResult(st.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
     early = _out_of_range(cq, offset)
     if early is not None:
         return early
+    found = _collect(cl, cq, offset, max_count, max_bytes, tag_filter, False)
+    if found is None:
+        found = _collect(cl, cq, offset, max_count, max_bytes, tag_filter, True)
+    assert found is not None  # a checked read never finds damage it served
+    return found
+
+
+def _collect(cl: CommitLog, cq: ConsumeQueue, offset: int, max_count: int, max_bytes: int,
+             tag_filter: Callable[[int], bool] | None, checked: bool) -> GetMessageResult | None:
+    """``get_message``'s scan; with ``checked`` each record is checked as it is read, else each
+    segment's run is checked as a whole, and None says a run held a record that is not its
+    unit's (nothing is served then: the caller reads again, checked)."""
+    st = GetMessageStatus
     lo, hi = cq.min_offset, cq.max_offset
     max_count = max(1, max_count)
     scan_max = max(MAX_FILTER_SCAN_BYTES, max_count * CQ_UNIT_SIZE) // CQ_UNIT_SIZE
@@ -215,9 +279,9 @@ def get_message(
     next_offset = offset
     removing = False
     filtered = False
-    reader = _SegmentReader(cl, cq)
-    read = reader.read
     sizes, queue_offsets = result.sizes, result.queue_offsets
+    reader = _SegmentReader(cl, cq, queue_offsets, not checked)
+    read = reader.read_checked if checked else reader.read
     while scanned < scan_max and len(sizes) < max_count and next_offset < hi:
         # Units in chunks: max_count of them while every unit is taken (unpacking the whole
         # scan window for a pull of 32 was most of its cost), wider once a filter skips some.
@@ -252,6 +316,8 @@ def get_message(
             next_offset += 1
     result.next_begin_offset = next_offset
     result.body = reader.finish()
+    if reader.damaged:
+        return None
     if sizes:
         result.status = st.FOUND
     elif removing:

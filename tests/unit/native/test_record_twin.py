@@ -1,13 +1,18 @@
 """The compiled segment walks against the pure ones in ``formats/record_scan``: ``scan_records``
 (recovery) and ``dispatch_plan`` (ConsumeQueue units per queue) give the same result on random
 runs of records of every shape, with BLANK records, damaged bytes, torn (zeroed) tails and trailing
-garbage, from any start to any end; and ``encode_batch`` (``formats/record_batch``) the same
-bytes, or the same error for a flag out of range."""
+garbage, from any start to any end; ``encode_batch`` (``formats/record_batch``) the same
+bytes, or the same error for a flag out of range; ``unit_record_ok`` and ``records_match_units``
+(a pull's check of its records against their units) the same answer, with ISA-L's CRC called
+directly and through Python."""
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -173,9 +178,10 @@ def test_tags_codes_hash_as_java() -> None:
        st.data())
 def test_unit_record_ok(parts: list[bytes], d: st.DataObject) -> None:
     """A pull's check of a record against its ConsumeQueue unit: the twin says yes exactly when
-    the pure one does, whatever unit (right, another record's, a wrong size, CommitLog offset,
-    queue, queue offset or topic) and whatever damage; what either accepts, ``unit_mismatch``
-    accepts too, and it refuses a wrong offset, queue or queue offset."""
+    the pure one does (ISA-L's CRC called directly or through Python), whatever unit (right,
+    another record's, a wrong size, CommitLog offset, queue, queue offset or topic) and whatever
+    damage; what either accepts, ``unit_mismatch`` accepts too, and it refuses a wrong offset,
+    queue or queue offset."""
     data = bytearray(b"".join(parts))
     starts = [0]
     for p in parts[:-1]:
@@ -204,11 +210,102 @@ def test_unit_record_ok(parts: list[bytes], d: st.DataObject) -> None:
         data[at] ^= 1 << d.draw(st.integers(0, 7))
     buf = bytes(data)
     want = rec.unit_record_ok(buf, pos, size, phys, qid, qoff, topic)
-    assert C.unit_record_ok(buf, pos, size, phys, qid, qoff, topic) == want
-    assert C.unit_record_ok(memoryview(buf), pos, size, phys, qid, qoff, topic) == want
+    with crc_path(d.draw(st.booleans())):
+        assert C.unit_record_ok(buf, pos, size, phys, qid, qoff, topic) == want
+        assert C.unit_record_ok(memoryview(buf), pos, size, phys, qid, qoff, topic) == want
     if want:
         assert rec.unit_mismatch(buf, pos, size, phys, qid, qoff, topic) is None
     if what == "right":
         assert rec.unit_mismatch(buf, pos, size, phys, qid, qoff, topic) is None
     elif what in ("phys", "qid", "qoff"):
         assert rec.unit_mismatch(buf, pos, size, phys, qid, qoff, topic) is not None
+
+
+@contextmanager
+def crc_path(direct: bool) -> Iterator[None]:
+    """The compiled checks with ISA-L's C CRC (``direct``, where its module exports it) or with
+    the Python-level ``crc32``; restored after."""
+    was = C._direct_crc()
+    C._direct_crc(direct)
+    try:
+        yield
+    finally:
+        C._direct_crc(was)
+
+
+def test_the_direct_crc_is_there_with_isal() -> None:
+    """The fast path is not silently lost: with ISA-L installed the checks call its C CRC."""
+    from isal import isal_zlib
+    assert rec.crc32 is isal_zlib.crc32 and C._direct_crc()
+
+
+def run_record(body: bytes, props: bytes) -> bytes:
+    """A record of topic ``TopicA`` (its queue fields are patched by the test)."""
+    return rec.encode_record(
+        topic=b"TopicA", body=body, properties=props, queue_id=0, flag=0, queue_offset=0,
+        commit_log_offset=0, sys_flag=0, born_timestamp=0, born_host=b"\x7f\0\0\x01",
+        born_port=1, store_timestamp=0, store_host=b"\x7f\0\0\x01", store_port=2)
+
+
+RUN_RECORD = st.builds(run_record, st.binary(max_size=300), st.sampled_from([b"", b"a\x01b"]))
+
+
+OTHER_RECORD = plain_records({}) | records().map(lambda m: m.encode())
+
+
+@given(st.lists(st.integers(0, 7).flatmap(lambda i: RUN_RECORD if i else OTHER_RECORD),
+                min_size=1, max_size=6),
+       st.data())
+def test_records_match_units(parts: list[bytes], d: st.DataObject) -> None:
+    """A segment run of a pull checked in one call: the compiled batch (ISA-L's CRC called
+    directly or through Python) names the record the pure one names (the first from ``start``
+    that ``unit_record_ok`` refuses; -1 for none), for runs whose units mostly match (queue,
+    queue offset, CommitLog offset patched to what the unit says) and now and then do not, with
+    gaps between records, damage, spans off a record and any earlier runs' queue offsets before
+    them."""
+    base = d.draw(st.integers(0, 2**40))
+    qid = d.draw(st.integers(0, 3))
+    topic = b"TopicA" if d.draw(st.integers(0, 9)) else d.draw(st.binary(max_size=7))
+    queue_offsets = d.draw(st.lists(st.integers(0, 2**40), max_size=3))
+    first = len(queue_offsets)
+    data = bytearray(d.draw(st.binary(max_size=3)))
+    spans: list[int] = []
+    for p in parts:
+        rel = len(data)
+        data += p
+        qoff = d.draw(st.integers(0, 2**40))
+        if d.draw(st.integers(0, 9)):  # the record its unit says, but for another topic perhaps
+            struct.pack_into(">i", data, rel + 12, qid)
+            struct.pack_into(">q", data, rel + 20, qoff)
+            struct.pack_into(">q", data, rel + 28, base + rel)
+        queue_offsets.append(qoff if d.draw(st.integers(0, 19)) else qoff ^ 1)
+        size = len(p) + (d.draw(st.integers(-2, 2)) if not d.draw(st.integers(0, 19)) else 0)
+        spans += (rel if d.draw(st.integers(0, 19)) else rel + d.draw(st.integers(-3, 3)), size)
+        data += d.draw(st.binary(max_size=3))  # a gap: a filtered record, say
+    if not d.draw(st.integers(0, 4)):
+        data[d.draw(st.integers(0, len(data) - 1))] ^= 1 << d.draw(st.integers(0, 7))
+    buf = bytes(data)
+    start = d.draw(st.integers(-1, len(parts) + 1))
+    want = ref._records_match_units_py(buf, spans, base, queue_offsets, first, qid, topic, start)
+    with crc_path(d.draw(st.booleans())):
+        assert C.records_match_units(buf, spans, base, queue_offsets, first, qid, topic,
+                                     start) == want
+        assert C.records_match_units(memoryview(buf), spans, base, queue_offsets, first, qid,
+                                     topic, start) == want
+    end = len(parts) if want < 0 else want
+    for k in range(max(start, 0), end):  # the ones before it, unit_mismatch accepts
+        rel, size = spans[2 * k], spans[2 * k + 1]
+        assert rec.unit_mismatch(buf, rel, size, base + rel, qid, queue_offsets[first + k],
+                                 topic) is None
+    if want >= 0:
+        assert not C.unit_record_ok(buf, spans[2 * want], spans[2 * want + 1],
+                                    base + spans[2 * want], qid, queue_offsets[first + want], topic)
+
+
+def test_records_match_units_refuses_spans_without_queue_offsets() -> None:
+    for f in (C.records_match_units, ref._records_match_units_py):
+        with pytest.raises(ValueError, match="pairs"):
+            f(b"", [0], 0, [0], 0, 0, b"T", 0)
+        with pytest.raises(IndexError):
+            f(b"", [0, 91, 91, 91], 0, [0, 1], 1, 0, b"T", 0)
+        assert f(b"", [], 0, [], 0, 0, b"T", 0) == -1

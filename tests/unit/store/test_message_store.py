@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import struct
 from pathlib import Path
@@ -154,6 +155,52 @@ def test_a_field_out_of_range_refuses_the_batch_and_takes_no_queue_offset(
     assert [r.queue_offset for r in store.put_messages_sync([msg(), msg()])] == [0, 1]
 
 
+def test_a_pull_skips_exactly_the_damaged_records_across_segments(
+        store: MessageStore, caplog: pytest.LogCaptureFixture) -> None:
+    """Records are checked per segment run; a run with a damaged record makes the pull read again
+    record by record: the result is the record-by-record one (the damaged records skipped, the
+    pull not cut short by them), each damaged record logged once."""
+    from rocketlite.store.get_message import _collect
+
+    res = store.put_messages_sync([msg(body=b"%03d" % i + b"x" * 500) for i in range(30)])
+    wait_dispatched(store)
+    assert len({store.commitlog.files.find(r.commit_log_offset) for r in res}) >= 3
+    for i in (5, 20):
+        mf = store.commitlog.files.find(res[i].commit_log_offset)
+        assert mf is not None
+        mf.mm[res[i].commit_log_offset - mf.file_from_offset + 88 + 1] ^= 0x01  # its body
+    caplog.set_level(logging.ERROR, logger="rocketlite.store.get_message")
+    got = store.get_message("TopicTest", 0, 0, 32)
+    assert got.queue_offsets == [i for i in range(30) if i not in (5, 20)]
+    assert (got.status, got.next_begin_offset) == (GetMessageStatus.FOUND, 30)
+    assert got.messages == [store.read_raw(r.commit_log_offset, r.size)
+                            for i, r in enumerate(res) if i not in (5, 20)]
+    assert [m for m in caplog.messages if "not serving" in m] == [
+        m for m in caplog.messages if "CRC" in m] and len(caplog.messages) == 2
+    cq = store.consume_queue("TopicTest", 0)
+    assert cq is not None
+    for count, size in ((32, 1 << 20), (5, 1 << 20), (32, 3000)):  # as record by record
+        fast = store.get_message("TopicTest", 0, 0, count, size)
+        slow = _collect(store.commitlog, cq, 0, count, size, None, True)
+        assert slow is not None
+        assert (fast.queue_offsets, fast.next_begin_offset, fast.body) == \
+            (slow.queue_offsets, slow.next_begin_offset, slow.body)
+
+
+def test_records_of_another_shape_are_served_from_the_run_check(
+        store: MessageStore, caplog: pytest.LogCaptureFixture) -> None:
+    """A topic longer than 127 bytes takes V2 records, which the one-call check leaves to
+    ``unit_mismatch``: they are served, nothing logged."""
+    topic = "T" * 130
+    res = store.put_messages_sync([msg(topic=topic, body=b"b%d" % i) for i in range(4)])
+    wait_dispatched(store)
+    caplog.set_level(logging.ERROR, logger="rocketlite.store.get_message")
+    got = store.get_message(topic, 0, 0, 32)
+    assert got.queue_offsets == [0, 1, 2, 3] and caplog.messages == []
+    assert [rec.decode_record(m).body for m in got.messages] == [  # type: ignore[union-attr]
+        b"b%d" % i for i in range(len(res))]
+
+
 def test_second_store_on_same_root_is_refused(store: MessageStore) -> None:
     with pytest.raises(StoreLockedError, match=str(store.root)):
         MessageStore(store.config).start()
@@ -167,13 +214,17 @@ def test_a_pull_keeps_the_records_it_found_when_retention_closes_their_segment(
     wait_dispatched(store)
     want = store.get_message("TopicTest", 0, 0).body
     cq = store.consume_queue("TopicTest", 0)
-    reader = _SegmentReader(store.commitlog, cq)
-    assert all(reader.read(r.commit_log_offset, r.size, r.queue_offset) for r in res)
+    queue_offsets: list[int] = []
+    reader = _SegmentReader(store.commitlog, cq, queue_offsets, True)
+    for r in res:
+        assert reader.read(r.commit_log_offset, r.size, r.queue_offset)
+        queue_offsets.append(r.queue_offset)
     segment = store.commitlog.files.files[0]
     segment.close()  # retention deletes the segment between the reads and the copy
     assert not segment.mm.closed  # the reader's view keeps the mapping
     assert reader.body() == want and len(want) == sum(r.size for r in res)
+    assert not reader.damaged
     reader.release()
     segment.mm.close()  # no view is left: the mapping can go now (BufferError if one were)
-    late = _SegmentReader(store.commitlog, cq)
+    late = _SegmentReader(store.commitlog, cq, [], True)
     assert not late.read(res[0].commit_log_offset, res[0].size, 0)  # a closed segment: removing

@@ -27,7 +27,8 @@ from failoverburst import open_group, summary
 from failoverhelp import FAILOVER_LIMIT_S
 
 ROUNDS = int(os.environ.get("ROCKETLITE_FAILOVER_BURST_ROUNDS", "4"))
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120 + 60 * ROUNDS)]
+pytestmark = [pytest.mark.integration, pytest.mark.chaos,  # the chaos suite's replication scenario
+              pytest.mark.timeout(120 + 60 * ROUNDS)]
 
 BURST = 20_000
 WORKERS = 500

@@ -15,6 +15,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -106,16 +107,9 @@ class ServerProcess:
 
 @contextlib.contextmanager
 def conf_broker(tmp_path: Path, **conf: str) -> Iterator[tuple[ServerProcess, str]]:
-    """``rocketlite start`` (broker and NameServer, no gRPC) with ``conf`` as its broker.conf, on
-    free ports, ready; yields the process and the broker's address. Killed at exit."""
-    ns_port, broker_port = free_port(), free_port()
-    conf_file = tmp_path / "broker.conf"
-    conf_file.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
-    args = ["start", "--grpc-port", "0", "--store", str(tmp_path / "store"), "--namesrv-port",
-            str(ns_port), "--broker-port", str(broker_port), "-c", str(conf_file)]
-    with ServerProcess(args, tmp_path / "broker.log") as p:
-        p.wait_ready()
-        yield p, f"127.0.0.1:{broker_port}"
+    """``started`` with the log in ``broker.log``: yields the process and the broker's address."""
+    with started(tmp_path, "broker.log", **conf) as s:
+        yield s.server, s.addr
 
 
 def free_base(count: int) -> int:
@@ -169,6 +163,30 @@ def start_args(store: Path, conf: Path, flush: str | None = None) -> list[str]:
 def broker_addr(args: list[str]) -> str:
     """The broker address of ``start_args``."""
     return f"127.0.0.1:{args[args.index('--broker-port') + 1]}"
+
+
+def namesrv_addr(args: list[str]) -> str:
+    """The NameServer address of ``start_args``."""
+    return f"127.0.0.1:{args[args.index('--namesrv-port') + 1]}"
+
+
+@dataclass(frozen=True)
+class Started:
+    server: ServerProcess
+    ns: str
+    addr: str
+
+
+@contextlib.contextmanager
+def started(tmp: Path, log: str = "start.log", **conf: str) -> Iterator[Started]:
+    """``rocketlite start`` (NameServer and broker, no gRPC) with ``conf`` as its broker.conf and
+    its store under ``tmp``, on free ports, ready; killed at exit if still running."""
+    conf_file = tmp / "broker.conf"
+    conf_file.write_text("".join(f"{k}={v}\n" for k, v in conf.items()), encoding="utf-8")
+    args = start_args(tmp / "store", conf_file)
+    with ServerProcess(args, tmp / log) as server:
+        server.wait_ready()
+        yield Started(server, namesrv_addr(args), broker_addr(args))
 
 
 def broker_process(tmp: Path, ns: str, name: str, broker_id: int = 0, *, ha_port: int = 0,

@@ -13,13 +13,12 @@ import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner, Result
 
-from brokerhelp import ServerProcess, broker_addr, free_port, start_args
+from brokerhelp import free_port, started
 from rocketlite.admin import AdminError, AdminSession, format_timestamp, print_msg
 from rocketlite.cli.main import app
 
@@ -69,14 +68,8 @@ def wait_route(ns: str, topic: str, check: Any = lambda route: True, timeout: fl
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    tmp: Path = tmp_path_factory.mktemp("admin")
-    conf = tmp / "broker.conf"
-    conf.write_text("mappedFileSizeCommitLog=1048576\n", encoding="utf-8")
-    args = start_args(tmp / "store", conf)
-    ns = f"127.0.0.1:{args[args.index('--namesrv-port') + 1]}"
-    with ServerProcess(args, tmp / "start.log") as server:
-        server.wait_ready()
-        addr = broker_addr(args)
+    with started(tmp_path_factory.mktemp("admin"), mappedFileSizeCommitLog="1048576") as s:
+        ns, addr, server = s.ns, s.addr, s.server
         made = ok_json("updateTopic", "-n", ns, "-b", addr, "-t", TOPIC, "-r", "3", "-w", "3")
         assert made == [{"brokerName": "", "address": addr, "topic": TOPIC, "readQueueNums": 3,
                          "writeQueueNums": 3, "perm": 6, "order": False}]

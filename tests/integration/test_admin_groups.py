@@ -24,13 +24,12 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 from test_admin_commands import admin, fails, ok_json, wait_route
 
-from brokerhelp import ServerProcess, broker_addr, start_args, wait_until
+from brokerhelp import started, wait_until
 from rocketlite.admin import format_timestamp
 from rocketlite.client.instance import ClientConfig
 from rocketlite.client.message import Message, MessageExt
@@ -51,15 +50,9 @@ class Env:
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    tmp: Path = tmp_path_factory.mktemp("admin_groups")
-    conf = tmp / "broker.conf"
-    conf.write_text("mappedFileSizeCommitLog=1048576\n", encoding="utf-8")
-    args = start_args(tmp / "store", conf)
-    ns = f"127.0.0.1:{args[args.index('--namesrv-port') + 1]}"
-    with ServerProcess(args, tmp / "start.log") as server:
-        server.wait_ready()
-        yield Env(ns, broker_addr(args))
-        assert server.stop() == 0, server.log()
+    with started(tmp_path_factory.mktemp("admin_groups"), mappedFileSizeCommitLog="1048576") as s:
+        yield Env(s.ns, s.addr)
+        assert s.server.stop() == 0, s.server.log()
 
 
 def make_topic(env: Env, topic: str) -> None:

@@ -4,7 +4,6 @@ the JSON form their version expects, KV config, unknown codes."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -23,18 +22,6 @@ from rocketlite.protocol.command import RemotingCommand
 from rocketlite.remoting.client import RemotingClient
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-async def ns(tmp_path: Path) -> AsyncIterator[tuple[NameServer, RemotingClient, str]]:
-    server = NameServer("127.0.0.1", 0, kv_config_path=tmp_path / "kvConfig.json")
-    await server.start()
-    client = RemotingClient()
-    try:
-        yield server, client, f"127.0.0.1:{server.port}"
-    finally:
-        await client.close()
-        await server.close()
 
 
 def register_cmd(compressed: bool) -> RemotingCommand:

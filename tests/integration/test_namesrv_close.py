@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -31,18 +31,6 @@ TOPIC = "SELF_TEST_TOPIC"  # every broker has it; a slave registers it too
 # Well below the 120 s a silent broker is kept: the removal can only come from the close.
 WITHIN_S = 10.0
 assert WITHIN_S * 1000 < DEFAULT_BROKER_TIMEOUT_MS
-
-
-@pytest.fixture
-async def ns() -> AsyncIterator[tuple[NameServer, RemotingClient, str]]:
-    server = NameServer("127.0.0.1", 0)
-    await server.start()
-    client = RemotingClient()
-    try:
-        yield server, client, f"127.0.0.1:{server.port}"
-    finally:
-        await client.close()
-        await server.close()
 
 
 async def group_addrs(client: RemotingClient, ns: str) -> dict[int, str]:

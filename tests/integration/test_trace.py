@@ -15,13 +15,12 @@ import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner, Result
 
-from brokerhelp import ServerProcess, broker_addr, start_args
+from brokerhelp import started
 from rocketlite.cli.main import app
 from rocketlite.client.instance import ClientConfig
 from rocketlite.client.lite_pull_consumer import LitePullConsumer
@@ -138,18 +137,12 @@ def trace_json(ns: str, msg_id: str, *extra: str, subs: int = 1) -> Any:
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    tmp: Path = tmp_path_factory.mktemp("trace")
-    conf = tmp / "broker.conf"
-    conf.write_text("traceTopicEnable=true\ntransactionTimeOut=1\ntransactionCheckInterval=200\n",
-                    encoding="utf-8")
-    args = start_args(tmp / "store", conf)
-    ns = f"127.0.0.1:{args[args.index('--namesrv-port') + 1]}"
-    with ServerProcess(args, tmp / "start.log") as server:
-        server.wait_ready()
-        results, custom = asyncio.run(traffic(ns))
-        committed, checked = asyncio.run(transactions(ns))
-        yield Env(ns, broker_addr(args), results, custom, committed, checked)
-        assert server.stop() == 0, server.log()
+    with started(tmp_path_factory.mktemp("trace"), traceTopicEnable="true",
+                 transactionTimeOut="1", transactionCheckInterval="200") as s:
+        results, custom = asyncio.run(traffic(s.ns))
+        committed, checked = asyncio.run(transactions(s.ns))
+        yield Env(s.ns, s.addr, results, custom, committed, checked)
+        assert s.server.stop() == 0, s.server.log()
 
 
 def test_the_broker_creates_the_trace_topic_with_one_queue(env: Env) -> None:

@@ -9,22 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from brokerhelp import ServerProcess, broker_addr, free_port, start_args
+from brokerhelp import ServerProcess, free_port, started
 from dashhelp import PASSWORD, USER, DashEnv, traffic
 
 
 @pytest.fixture(scope="module")
 def dash(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DashEnv]:
     tmp: Path = tmp_path_factory.mktemp("dash")
-    conf = tmp / "broker.conf"
-    conf.write_text("mappedFileSizeCommitLog=1048576\nmessageDelayLevel=1s 1s 1s\n"
-                    "defaultTopicQueueNums=2\n", encoding="utf-8")
-    args = start_args(tmp / "store", conf)
-    ns = f"127.0.0.1:{args[args.index('--namesrv-port') + 1]}"
-    addr = broker_addr(args)
     port, ro_port = free_port(), free_port()
-    with ServerProcess(args, tmp / "start.log") as server:
-        server.wait_ready()
+    with started(tmp, mappedFileSizeCommitLog="1048576", messageDelayLevel="1s 1s 1s",
+                 defaultTopicQueueNums="2") as s:
+        ns, addr, server = s.ns, s.addr, s.server
         ids = asyncio.run(asyncio.wait_for(traffic(ns, addr), 60))
         with ServerProcess(["dashboard", "-n", ns, "--port", str(port), "--username", USER,
                             "--password", PASSWORD], tmp / "dash.log") as d, \

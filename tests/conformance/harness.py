@@ -20,7 +20,8 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -533,3 +534,15 @@ class Conformance:
                 self.broker.stop()
             except AssertionError as e:  # it overstayed SIGTERM and was killed: say so
                 print(e)
+
+
+@contextmanager
+def world_on(clients: Clients, tmp: Path, ns: str) -> Iterator[Conformance]:
+    """A test's world whose scenario scripts are pointed at the NameServer ``ns`` (a cluster the
+    test runs itself; the world's own broker is not started); closed at the end."""
+    w = Conformance(clients, tmp)
+    w.namesrv_addr = ns
+    try:
+        yield w
+    finally:
+        w.close()

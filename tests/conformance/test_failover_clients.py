@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 from cluster_checks import committed_and_ends, create_replicated_topic, keys_of
-from harness import ClientProcess, Clients, Conformance, Event
+from harness import ClientProcess, Clients, Conformance, Event, world_on
 
 from failoverhelp import (
     FAILOVER_LIMIT_S,
@@ -109,12 +109,8 @@ async def _cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
 @pytest.fixture
 def world(clients: Clients, tmp_path: Path, cluster: Cluster) -> Iterator[Conformance]:
     """The scenario scripts' side, pointed at the cluster's NameServer (its own broker unused)."""
-    w = Conformance(clients, tmp_path)
-    w.namesrv_addr = cluster.ns
-    try:
+    with world_on(clients, tmp_path, cluster.ns) as w:
         yield w
-    finally:
-        w.close()
 
 
 def start_clients(w: Conformance, kind: str, topic: str, group: str, pgroup: str

@@ -46,7 +46,7 @@ from pathlib import Path
 
 import pytest
 from cluster_checks import committed, committed_and_ends, create_replicated_topic, keys_of, queue_ends
-from harness import ClientProcess, Clients, Conformance, Event
+from harness import ClientProcess, Clients, Conformance, Event, world_on
 
 from brokerhelp import ServerProcess, free_port, wait_port
 from failoverhelp import Node, master_addr, wait_master
@@ -111,12 +111,8 @@ def _remove_bulk(tmp_path: Path) -> None:
 @pytest.fixture
 def world(clients: Clients, tmp_path: Path, pair: Pair) -> Iterator[Conformance]:
     """The scenario scripts' side, pointed at the pair's NameServer (its own broker unused)."""
-    w = Conformance(clients, tmp_path)
-    w.namesrv_addr = pair.ns
-    try:
+    with world_on(clients, tmp_path, pair.ns) as w:
         yield w
-    finally:
-        w.close()
 
 
 def produce(w: Conformance, kind: str, topic: str, start: int, n: int = BATCH) -> set[str]:

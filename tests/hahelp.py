@@ -10,6 +10,7 @@ store keys.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
@@ -19,6 +20,7 @@ from brokerhelp import eventually, free_port
 from rocketlite.acl.sign import Credentials
 from rocketlite.broker.broker import Broker
 from rocketlite.broker.config import BrokerConfig
+from rocketlite.formats import ha
 from rocketlite.namesrv.server import NameServer
 from rocketlite.protocol.bodies import KVTable
 from rocketlite.protocol.codes import RequestCode, ResponseCode
@@ -199,3 +201,32 @@ async def pair(tmp: Path, name: str, *, broker: dict[str, str] | None = None,
     finally:
         await p.close()
         await ns.close()
+
+
+class FakeSlave:
+    """A slave's HA connection that acks only the offsets it is told to (``report``);
+    ``address`` is its local end, the peer the master sees."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        local = writer.get_extra_info("sockname")
+        self.address = f"{local[0]}:{local[1]}"
+
+    @classmethod
+    async def connect(cls, address: str, offset: int | None = None) -> FakeSlave:
+        """Connected to the HA server at ``address``; ``offset`` reported at once if given."""
+        host, _, port = address.rpartition(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        s = cls(reader, writer)
+        if offset is not None:
+            await s.report(offset)
+        return s
+
+    async def report(self, offset: int) -> None:
+        self.writer.write(ha.encode_report(offset))
+        await self.writer.drain()
+
+    async def close(self) -> None:
+        self.writer.close()
+        with contextlib.suppress(OSError):
+            await self.writer.wait_closed()

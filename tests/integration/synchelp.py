@@ -4,7 +4,6 @@ loopback."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
@@ -12,10 +11,10 @@ from pathlib import Path
 
 import hahelp
 from brokerhelp import READY, ServerProcess, eventually, free_port
+from hahelp import FakeSlave
 from rocketlite.broker.broker import Broker
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.ha.transfer import GroupTransfer
-from rocketlite.formats import ha
 from rocketlite.formats.properties import encode_properties
 from rocketlite.namesrv.server import NameServer
 from rocketlite.protocol.codes import RequestCode
@@ -131,25 +130,3 @@ async def world(tmp: Path) -> AsyncIterator[World]:
         await ns.close()
 
 
-class FakeSlave:
-    """A slave's HA connection that acks only the offsets it is told to (``report``)."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
-
-    @classmethod
-    async def connect(cls, address: str, offset: int) -> FakeSlave:
-        host, _, port = address.rpartition(":")
-        reader, writer = await asyncio.open_connection(host, int(port))
-        s = cls(reader, writer)
-        await s.report(offset)
-        return s
-
-    async def report(self, offset: int) -> None:
-        self.writer.write(ha.encode_report(offset))
-        await self.writer.drain()
-
-    async def close(self) -> None:
-        self.writer.close()
-        with contextlib.suppress(OSError):
-            await self.writer.wait_closed()

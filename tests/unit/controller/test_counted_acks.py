@@ -6,40 +6,17 @@ loopback report offsets to a real HA server over a real store."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from pathlib import Path
 
+from hahelp import FakeSlave
 from rocketlite.broker.ha.server import HAServer
-from rocketlite.formats import ha
 from rocketlite.store.message import MessageToStore
 from rocketlite.store.message_store import MessageStore
 from storehelp import small_config
 
 
-class Conn:
-    """A slave's HA connection that only reports what it is told to."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
-        local = writer.get_extra_info("sockname")
-        self.address = f"{local[0]}:{local[1]}"  # what the master sees as its peer
-
-    @classmethod
-    async def open(cls, port: int) -> Conn:
-        return cls(*await asyncio.open_connection("127.0.0.1", port))
-
-    async def report(self, offset: int) -> None:
-        self.writer.write(ha.encode_report(offset))
-        await self.writer.drain()
-
-    async def close(self) -> None:
-        self.writer.close()
-        with contextlib.suppress(OSError):
-            await self.writer.wait_closed()
-
-
-async def acked(server: HAServer, conn: Conn, offset: int) -> None:
+async def acked(server: HAServer, conn: FakeSlave, offset: int) -> None:
     """Wait (bounded) until the server has ``conn``'s report of ``offset``."""
     deadline = time.monotonic() + 10
     while not any(s.address == conn.address and s.acked_offset == offset
@@ -52,14 +29,15 @@ async def test_only_the_counted_connections_acks_count(tmp_path: Path) -> None:
     conf = small_config(tmp_path, brokerRole="SYNC_MASTER", haListenPort="0")
     store = MessageStore(conf).start()
     server = HAServer(store, conf, host="127.0.0.1")
-    conns: list[Conn] = []
+    conns: list[FakeSlave] = []
     try:
         store.put_messages([MessageToStore(topic="T", body=b"m%d" % i, queue_id=0)
                             for i in range(4)])
         top = store.commitlog.max_offset
         server.counted = frozenset()  # a new controller-mode master: no member yet
         await server.start()
-        inside, outside = await Conn.open(server.port), await Conn.open(server.port)
+        inside, outside = await FakeSlave.connect(f"127.0.0.1:{server.port}"), \
+            await FakeSlave.connect(f"127.0.0.1:{server.port}")
         conns += [inside, outside]
         await outside.report(top)
         await inside.report(top // 2)

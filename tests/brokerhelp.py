@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import random
 import signal
 import socket
 import subprocess
@@ -20,6 +19,8 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from ports import free_base as free_base  # the tests import them from here
+from ports import free_port as free_port
 from rocketlite.formats.message_record import MessageRecord, decode_record
 from rocketlite.formats.properties import encode_properties
 from rocketlite.protocol.codes import PullSysFlag, RequestCode
@@ -32,13 +33,6 @@ from rocketlite.protocol.headers import (
 from rocketlite.remoting.client import RemotingClient
 
 READY = "rocketlite ready"
-
-
-def free_port() -> int:
-    """A port nothing listens on right now (the kernel's pick for an ephemeral bind)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class ServerProcess:
@@ -110,25 +104,6 @@ def conf_broker(tmp_path: Path, **conf: str) -> Iterator[tuple[ServerProcess, st
     """``started`` with the log in ``broker.log``: yields the process and the broker's address."""
     with started(tmp_path, "broker.log", **conf) as s:
         yield s.server, s.addr
-
-
-def free_base(count: int) -> int:
-    """A base port with ``count`` consecutive ports free right now."""
-    for _ in range(200):
-        base = random.randrange(20000, 60000 - count)
-        socks: list[socket.socket] = []
-        try:
-            for p in range(base, base + count):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("0.0.0.0", p))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise AssertionError(f"no {count} consecutive free ports")
 
 
 def scrape_metrics(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:

@@ -13,7 +13,6 @@ import os
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -30,6 +29,7 @@ import remoting_admin
 from store_state import StoredMessage as StoredMessage  # the tests import it from here
 from store_state import StoreState
 
+from ports import free_port as free_port  # the tests import it from here
 from rocketlite.acl.sign import Credentials
 from rocketlite.formats.delay import parse_delay_levels
 
@@ -62,13 +62,6 @@ ONS_BENIGN_CODES = {22}
 # default, as Apache's proxy has them); and, once closing, the cancel of its own pending receive.
 G5PY_BENIGN = re.compile(r"object has no attribute 'get_meter'")
 G5PY_BENIGN_CLOSING = re.compile(r"process received message error, $")
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now (the OS picks it; the broker binds it moments later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _lines(path: Path) -> list[str]:

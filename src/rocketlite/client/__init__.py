@@ -4,8 +4,8 @@ Works against rocketlite and, by the protocol, against Apache RocketMQ 4.x/5.x b
 docs/client.md for a guide.
 """
 
+from rocketlite.client.config import ClientConfig
 from rocketlite.client.errors import MQBrokerError, MQClientError
-from rocketlite.client.instance import ClientConfig
 from rocketlite.client.lite_pull_consumer import LitePullConsumer
 from rocketlite.client.message import Message, MessageExt
 from rocketlite.client.producer import Producer, SendResult, SendStatus, select_by_hash

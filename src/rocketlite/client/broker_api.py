@@ -14,8 +14,9 @@ import time
 from dataclasses import dataclass
 
 from rocketlite.client.errors import MQBrokerError, MQClientError
-from rocketlite.client.instance import MASTER_ID, ClientInstance
+from rocketlite.client.instance import ClientInstance
 from rocketlite.client.message import MessageExt, decode_messages
+from rocketlite.client.route import MASTER_ID
 from rocketlite.common.errors import FormatError
 from rocketlite.formats.message_id import decode_message_id
 from rocketlite.protocol.bodies import (

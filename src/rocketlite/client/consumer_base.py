@@ -21,9 +21,10 @@ from pathlib import Path
 from rocketlite.client import running_info
 from rocketlite.client.allocate import AllocateStrategy, strategy_by_name
 from rocketlite.client.broker_api import BrokerApi
+from rocketlite.client.config import ClientConfig, CredentialsLike, client_config
 from rocketlite.client.consume_stats import ConsumeStatsTracker
 from rocketlite.client.errors import MQClientError
-from rocketlite.client.instance import ClientConfig, ClientInstance, CredentialsLike, client_config
+from rocketlite.client.instance import ClientInstance
 from rocketlite.client.message import check_topic
 from rocketlite.client.offset_store import (
     LocalFileOffsetStore,

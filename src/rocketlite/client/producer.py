@@ -40,9 +40,10 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from rocketlite.client.config import ClientConfig, CredentialsLike, client_config
 from rocketlite.client.errors import MQBrokerError, MQClientError
 from rocketlite.client.fault import LatencyFaultTolerance, select_queue
-from rocketlite.client.instance import ClientConfig, ClientInstance, CredentialsLike, client_config
+from rocketlite.client.instance import ClientInstance
 from rocketlite.client.message import Message, UniqKeyGenerator, compression_flag
 from rocketlite.client.route import MASTER_ID, TopicPublishInfo, master_address, publish_info
 from rocketlite.client.send_codec import PlainPrep, UniqKeysPy

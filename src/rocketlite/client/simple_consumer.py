@@ -41,8 +41,9 @@ import uuid
 
 from rocketlite.client import running_info
 from rocketlite.client.broker_api import BrokerApi, PopReply
+from rocketlite.client.config import ClientConfig, CredentialsLike, client_config
 from rocketlite.client.errors import MQBrokerError, MQClientError
-from rocketlite.client.instance import ClientConfig, ClientInstance, CredentialsLike, client_config
+from rocketlite.client.instance import ClientInstance
 from rocketlite.client.message import MessageExt, check_topic
 from rocketlite.client.route import subscribe_queues
 from rocketlite.common.errors import FormatError

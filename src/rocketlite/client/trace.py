@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from rocketlite.client.instance import ClientConfig
+from rocketlite.client.config import ClientConfig
 from rocketlite.client.message import Message, MessageExt, UniqKeyGenerator
 from rocketlite.client.send_types import SendResult, SendStatus
 from rocketlite.client.trace_codec import (

@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from rocketlite.client.broker_api import BrokerApi, PullResult, PullStatus
+from rocketlite.client.config import ClientConfig
 from rocketlite.client.errors import MQBrokerError, MQClientError
-from rocketlite.client.instance import ClientConfig, ClientInstance
+from rocketlite.client.instance import ClientInstance
 from rocketlite.client.message import MessageExt
 from rocketlite.client.route import subscribe_queues
 from rocketlite.protocol.bodies import MessageQueue

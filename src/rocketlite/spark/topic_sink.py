@@ -64,7 +64,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from rocketlite.client.instance import ClientConfig
+from rocketlite.client.config import ClientConfig
 from rocketlite.client.producer import Producer
 from rocketlite.client.transaction import HalfProducer, HalfReceipt
 from rocketlite.spark.sink_client import (

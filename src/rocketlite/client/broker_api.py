@@ -150,10 +150,10 @@ class BrokerApi:
         inst = self.instance
         key = (group, mq)
         which = self.pull_from.get(key, MASTER_ID)
-        found = inst.broker_addr_in_subscribe(mq.brokerName, which)
+        found = inst.route_table.broker_addr_in_subscribe(mq.brokerName, which)
         if found is None:
             await inst.update_route(mq.topic)
-            found = inst.broker_addr_in_subscribe(mq.brokerName, which)
+            found = inst.route_table.broker_addr_in_subscribe(mq.brokerName, which)
         if found is None:
             raise MQClientError(f"broker {mq.brokerName!r} has no address in the route of "
                                 f"{mq.topic!r}")
@@ -324,7 +324,7 @@ class BrokerApi:
         route = inst.routes.get(topic) or await inst.update_route(topic)
         names = sorted(bd.brokerName for bd in route.brokerDatas) if route is not None else []
         for name in names:
-            addr = inst.broker_addr(name, master=False)
+            addr = inst.route_table.broker_addr(name, master=False)
             if addr is None:
                 continue
             cmd = RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP,
@@ -376,7 +376,7 @@ class BrokerApi:
             raise MQClientError(f"no route for topic {topic!r}")
         out: list[MessageExt] = []
         for bd in sorted(route.brokerDatas, key=lambda b: b.brokerName):
-            addr = inst.broker_addr(bd.brokerName, master=False)
+            addr = inst.route_table.broker_addr(bd.brokerName, master=False)
             if addr is None:
                 continue
             header = QueryMessageRequestHeader(topic=topic, key=key, maxNum=max_num, beginTimestamp=begin_ms,

@@ -62,7 +62,7 @@ class Resender:
                   else sorted(inst.broker_addrs)[0] if inst.broker_addrs else None)
         if broker is None:
             return False
-        addr = inst.broker_addr(broker)
+        addr = inst.route_table.broker_addr(broker)
         if addr is None:
             return False
         properties.setdefault(props.UNIQ_KEY, self._uniq.next())

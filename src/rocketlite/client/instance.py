@@ -50,9 +50,9 @@ ROUTE_REFRESH_GAP_S = 1.0  # at most one refresh a second per topic after failed
 
 
 class ClientInstance:
-    """One client's connections, registries and periodic work (module doc). ``routes`` and
-    ``broker_addrs`` are the route table's (``route_table.RouteTable``), ``namesrv_addrs`` the
-    NameServers'."""
+    """One client's connections, registries and periodic work (module doc). ``namesrv`` asks the
+    NameServers; ``route_table`` holds the routes and broker addresses, which ``routes`` and
+    ``broker_addrs`` name too (the same dicts: the send path reads ``broker_addrs`` per message)."""
 
     def __init__(self, config: ClientConfig) -> None:
         self.config = config
@@ -189,10 +189,6 @@ class ClientInstance:
             raise MQBrokerError(reply.code, reply.remark, addr)
         return reply
 
-    async def invoke_namesrv(self, cmd: RemotingCommand) -> RemotingCommand:
-        """Ask the NameServers in turn, starting with the one that answered last."""
-        return await self.namesrv.invoke(cmd)
-
     async def connection(self, addr: str) -> Connection:
         try:
             return await self.remoting.connection(addr)
@@ -201,17 +197,9 @@ class ClientInstance:
 
     # -- routes ---------------------------------------------------------------------------------
 
-    async def fetch_route(self, topic: str) -> TopicRouteData | None:
-        """The NameServer's route for ``topic``; None when it has none (TOPIC_NOT_EXIST)."""
-        return await self.namesrv.fetch_route(topic)
-
-    async def fetch_topic_list(self) -> set[str]:
-        """Every topic the NameServer knows (GET_ALL_TOPIC_LIST_FROM_NAMESERVER), system ones too."""
-        return await self.namesrv.fetch_topic_list()
-
     async def update_route(self, topic: str) -> TopicRouteData | None:
         """Fetch, cache and hand ``topic``'s route to the producers and consumers that use it."""
-        route = await self.fetch_route(topic)
+        route = await self.namesrv.fetch_route(topic)
         if route is None:
             return None
         if self.route_table.put(topic, route):
@@ -284,19 +272,11 @@ class ClientInstance:
     def _peers(self) -> list[ProducerPeer | ConsumerPeer]:
         return [*self.producers.values(), *self.consumers.values()]
 
-    def broker_addr(self, broker_name: str, *, master: bool = True) -> str | None:
-        """The master's address, or (``master=False``) any replica's, preferring the master."""
-        return self.route_table.broker_addr(broker_name, master=master)
-
-    def broker_addr_in_subscribe(self, broker_name: str, broker_id: int) -> tuple[str, bool] | None:
-        """Where to read from: ``RouteTable.broker_addr_in_subscribe``."""
-        return self.route_table.broker_addr_in_subscribe(broker_name, broker_id)
-
     async def require_broker_addr(self, broker_name: str, topic: str, *, master: bool = True) -> str:
-        addr = self.broker_addr(broker_name, master=master)
+        addr = self.route_table.broker_addr(broker_name, master=master)
         if addr is None:
             await self.update_route(topic)
-            addr = self.broker_addr(broker_name, master=master)
+            addr = self.route_table.broker_addr(broker_name, master=master)
         if addr is None:
             raise MQClientError(f"broker {broker_name!r} has no {'master ' if master else ''}address "
                                 f"in the route of {topic!r}")

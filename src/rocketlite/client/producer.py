@@ -220,7 +220,7 @@ class Producer(SendPreparation):
             if info is not None:
                 return info
         else:  # unknown topic: through TBW102's route, the broker creates it
-            default = await inst.fetch_route(self.create_topic_key)
+            default = await inst.namesrv.fetch_route(self.create_topic_key)
             if default is not None:
                 for qd in default.queueDatas:
                     n = min(self.default_topic_queue_nums, qd.readQueueNums)
@@ -260,7 +260,7 @@ class Producer(SendPreparation):
                    msg_type: MessageType | None = None) -> None:
         if self.trace is not None and self.instance is not None:
             self.trace.pub(self.group, msg, result, started_ms,
-                           self.instance.broker_addr(result.queue.brokerName), msg_type)
+                           self.instance.route_table.broker_addr(result.queue.brokerName), msg_type)
 
 
     async def send_batch(self, msgs: Sequence[Message], queue: MessageQueue | None = None,
@@ -428,7 +428,7 @@ class Producer(SendPreparation):
             else:
                 mq = select_queue(info, last, self.fault)
                 frame = lanes.frame(mq)
-                addr = inst.broker_addr(mq.brokerName) or ""
+                addr = inst.route_table.broker_addr(mq.brokerName) or ""
                 conn = inst.remoting.cached(addr) if addr else None
             if conn is not None:
                 p.mq = mq

@@ -110,7 +110,7 @@ class _Lane:
     def resolve(self, inst: ClientInstance) -> Connection | None:
         """The open connection to the broker's master now (None: none is open, or no address)."""
         self.addrs = inst.broker_addrs.get(self.broker)
-        addr = inst.broker_addr(self.broker)
+        addr = inst.route_table.broker_addr(self.broker)
         self.addr = addr or ""
         self.conn = None if addr is None else inst.remoting.cached(addr)
         return self.conn

@@ -109,7 +109,7 @@ class TopicAccess:
 
     def topics(self) -> list[str]:
         """Every topic the NameServer knows, sorted."""
-        return sorted(self.run(self.instance.fetch_topic_list()))
+        return sorted(self.run(self.instance.namesrv.fetch_topic_list()))
 
     def queues(self, topic: str) -> list[QueueKey] | None:
         """The readable queues of ``topic``'s route, sorted; None when the topic has no route."""

@@ -123,7 +123,7 @@ async def test_sends_reach_a_new_master_long_before_the_route_poll(
             assert r.msg_id and r.queue.brokerName == GROUP
 
         await first_success(send)
-        assert p.instance.broker_addr(GROUP) == new
+        assert p.instance.route_table.broker_addr(GROUP) == new
 
 
 async def test_pulls_reach_a_new_master_long_before_the_route_poll(failover: Failover) -> None:
@@ -134,11 +134,11 @@ async def test_pulls_reach_a_new_master_long_before_the_route_poll(failover: Fai
         api = BrokerApi(inst)
         mq = MessageQueue(TOPIC, GROUP, 0)
         await inst.update_route(TOPIC)
-        assert inst.broker_addr(GROUP) == old
+        assert inst.route_table.broker_addr(GROUP) == old
         await api.pull("CG-rr", mq, 0, 32)
         new = await failover.replace()
         await first_success(lambda: api.pull("CG-rr", mq, 0, 32))
-        assert inst.broker_addr(GROUP) == new
+        assert inst.route_table.broker_addr(GROUP) == new
     finally:
         with contextlib.suppress(MQClientError):
             await inst.close()

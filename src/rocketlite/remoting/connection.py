@@ -29,9 +29,11 @@ inside a well-delimited frame is answered with SYSTEM_ERROR when its opaque can 
 whose header is above ``max_header`` is not decoded and closes the connection. Both limits on a
 header are the decoder's: it counts a request's ext fields as it decodes the header, and one with
 more than ``max_ext_fields`` comes out as an ``ExtFieldsLimitError`` (answered SYSTEM_ERROR unless
-oneway, not run, the connection kept), so the dispatch loop counts nothing per request. A
-server's connections share a ``FrameBudget`` for the partial frames they buffer, and a ``LimitCounts`` for the limits crossed;
-its ``on_open`` admits or refuses each connection once its peer is known.
+oneway, not run, the connection kept), so the dispatch loop counts nothing per request.
+
+A server's connections share a ``FrameBudget`` for the partial frames they buffer, and a
+``LimitCounts`` for the limits crossed; its ``on_open`` admits or refuses each connection once
+its peer is known.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from rocketlite.formats import message_record as rec
 from rocketlite.formats.properties import encode_properties
 from rocketlite.protocol.codes import LanguageCode, SerializeType
-from rocketlite.protocol.command import RemotingCommand
+from rocketlite.protocol.command import BINARY_FIXED, FRAME_PREFIX, RemotingCommand
 
 i32 = st.integers(-(2**31), 2**31 - 1)
 i64 = st.integers(-(2**63), 2**63 - 1)
@@ -101,3 +101,30 @@ def json_headers(draw: st.DrawFn) -> bytes:
     if "extFields" not in fields and draw(st.booleans()):
         fields["extFields"] = '{"x":' + deep_json(draw) + "}"
     return ("{" + ",".join(f'"{k}":{v}' for k, v in fields.items()) + "}").encode()
+
+
+@st.composite
+def ext_limit_frames(draw: st.DrawFn) -> tuple[bytes, int]:
+    """A whole frame and a ``maxExtFields`` its ext fields are at, just below or just above:
+    requests (two-way, oneway) and responses, in both serialize types; a JSON header's values may
+    be numbers, booleans or nulls the decoders coerce (a null drops its key, so counts the header
+    does not have), a ROCKETMQ header's keys may repeat (the later value wins: one field)."""
+    limit = draw(st.integers(0, 6))
+    n = max(0, limit + draw(st.integers(-1, 2)))
+    flag = draw(st.sampled_from([0, 1, 2, 3]))
+    opaque = draw(i32)
+    if draw(st.booleans()):  # JSON, hand-written for the unusual values
+        values = st.one_of(TEXT, TEXT, st.integers(-9, 9), st.booleans(), st.none())
+        ext = {f"k{i}": draw(values) for i in range(n)}
+        header = orjson.dumps({"code": 10, "opaque": opaque, "flag": flag, "extFields": ext})
+        stype = SerializeType.JSON
+    else:
+        keys = draw(st.lists(st.sampled_from("abcdefghi"), min_size=n, max_size=n))
+        entries = b"".join(len(k).to_bytes(2, "big") + k.encode() + len(v).to_bytes(4, "big") + v
+                           for k in keys for v in [draw(TEXT).encode()])
+        header = (BINARY_FIXED.pack(10, 0, 0, opaque, flag) + b"\x00\x00\x00\x00"  # no remark
+                  + len(entries).to_bytes(4, "big") + entries)
+        stype = SerializeType.ROCKETMQ
+    body = draw(st.binary(max_size=8))
+    return FRAME_PREFIX.pack(4 + len(header) + len(body), (stype << 24) | len(header)) + header \
+        + body, limit

@@ -74,9 +74,10 @@ connections together; past it the connections holding the largest are closed.
 ``maxConnections`` and ``maxConnectionsPerAddress`` (per client IP) bound the open connections: one
 past either is closed as soon as it is accepted. ``maxExtFields`` bounds a request header's ext
 fields (more: answered SYSTEM_ERROR, not run), ``maxHeaderBytes`` its bytes (more: the frame is
-not decoded and the connection closed). ``maxInflightRequests`` bounds one connection's
-requests answered by coroutines at once (reading from it pauses until half are done). The
-NameServer of ``rocketlite start`` uses the same values. None of these is a RocketMQ key.
+not decoded and the connection closed); the frame decoder checks both as it reads the header.
+``maxInflightRequests`` bounds one connection's requests answered by coroutines at once (reading
+from it pauses until half are done). The NameServer of ``rocketlite start`` uses the same values.
+None of these is a RocketMQ key.
 
 ``autoCreateTopicsPerMinute`` and ``autoCreateGroupsPerMinute`` (not RocketMQ keys) bound what
 auto-creation (``autoCreateTopicEnable``, ``autoCreateSubscriptionGroup``) may create: a token

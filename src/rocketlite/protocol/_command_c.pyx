@@ -7,7 +7,9 @@ C: the length fields, a JSON header whose fields have their usual types (after `
 a ROCKETMQ binary header, and the ``RemotingCommand`` built through its slots' C setters. Anything
 else (a malformed or unusual header: numbers out of range, a language or remark of another type,
 non-string ext values) goes to the pure ``_json_command`` / ``_binary_command``, so errors and
-lenient coercions are the reference's own. ``tests/unit/native/test_command_twin.py`` checks the
+lenient coercions are the reference's own. ``split`` also counts a request's ext fields as it
+decodes them and gives the decoder's ``ExtFieldsLimitError`` for one above its ``max_ext_fields``
+(the fast paths count the dict they built; a pure fallback's command is counted the same way). ``tests/unit/native/test_command_twin.py`` checks the
 two decoders against each other.
 """
 
@@ -73,14 +75,24 @@ cdef class Codec:
         self.setters[8](d[8], o, stype)
         return o
 
-    cdef object _json(self, bytes header, object body):
-        """The pure ``_json_command`` for anything but a header of the usual types."""
+    cdef object _pure(self, object decode, bytes header, object body, long long max_ext,
+                      object decoder):
+        """The pure reference's command (or its error), its ext fields counted as ``_command``'s
+        callers count theirs: an unusual header is limited like a usual one."""
+        o = decode(header, body)
+        if not o.flag & 1 and len(o.ext_fields) > max_ext:
+            return decoder._too_many_ext_fields(o)
+        return o
+
+    cdef object _json(self, bytes header, object body, long long max_ext, object decoder):
+        """The pure ``_json_command`` for anything but a header of the usual types; a request
+        with more than ``max_ext`` ext fields is ``decoder``'s ``ExtFieldsLimitError``."""
         try:
             obj = self.loads(header)
         except Exception:
             return self.json_command(header, body)  # the reference raises the right error
         if type(obj) is not dict:
-            return self.json_command(header, body)
+            return self._pure(self.json_command, header, body, max_ext, decoder)
         cdef dict d = <dict>obj
         cdef PyObject* raw
         opaque = _int32_or_none(d, "opaque", None)
@@ -88,37 +100,43 @@ cdef class Codec:
         code = _int32_or_none(d, "code", None)
         version = _int32_or_none(d, "version", 0)
         if opaque is None or flag is None or code is None or version is None:
-            return self.json_command(header, body)
+            return self._pure(self.json_command, header, body, max_ext, decoder)
         raw = PyDict_GetItem(d, "language")
         language = "JAVA" if raw is NULL else <object>raw
         if type(language) is not str or language not in self.language_names:
-            return self.json_command(header, body)
+            return self._pure(self.json_command, header, body, max_ext, decoder)
         raw = PyDict_GetItem(d, "remark")
         remark = None if raw is NULL else <object>raw
         if remark is not None and type(remark) is not str:
-            return self.json_command(header, body)
+            return self._pure(self.json_command, header, body, max_ext, decoder)
         raw = PyDict_GetItem(d, "extFields")
         cdef Py_ssize_t it = 0
         cdef PyObject* k
         cdef PyObject* v
+        cdef dict ext
         if raw is NULL or <object>raw is None:
             ext = {}
         elif type(<object>raw) is dict:
-            ext = <object>raw
+            ext = <dict>raw
             while PyDict_Next(ext, &it, &k, &v):
                 if type(<object>v) is not str:
-                    return self.json_command(header, body)
+                    return self._pure(self.json_command, header, body, max_ext, decoder)
         else:
-            return self.json_command(header, body)
-        return self._command(code, language, version, opaque, flag, remark, ext, body, JSON)
+            return self._pure(self.json_command, header, body, max_ext, decoder)
+        o = self._command(code, language, version, opaque, flag, remark, ext, body, JSON)
+        if len(ext) > max_ext and not (<long>flag & 1):
+            return decoder._too_many_ext_fields(o)
+        return o
 
-    cdef object _binary(self, bytes header, object body):
-        """A well-formed ROCKETMQ header; else the pure ``_binary_command`` (and its error)."""
+    cdef object _binary(self, bytes header, object body, long long max_ext, object decoder):
+        """A well-formed ROCKETMQ header; else the pure ``_binary_command`` (and its error). A
+        request with more than ``max_ext`` ext fields is ``decoder``'s ``ExtFieldsLimitError``."""
         cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(header)
         cdef Py_ssize_t n = PyBytes_GET_SIZE(header), pos, end, klen, vlen, kstart, vstart
         cdef int32_t rlen, ext_len
+        cdef dict ext
         if n < BINARY_FIXED_SIZE + 8:
-            return self.binary_command(header, body)
+            return self._pure(self.binary_command, header, body, max_ext, decoder)
         cdef int16_t code = be_i16(p), version = be_i16(p + 3)
         cdef int language = <signed char>p[2]
         cdef int32_t opaque = be_i32(p + 5), flag = be_i32(p + 9)
@@ -126,7 +144,7 @@ cdef class Codec:
         rlen = be_i32(p + pos)
         pos += 4
         if rlen < 0 or rlen > n - pos - 4:
-            return self.binary_command(header, body)
+            return self._pure(self.binary_command, header, body, max_ext, decoder)
         remark = None
         try:
             if rlen:
@@ -135,32 +153,41 @@ cdef class Codec:
             ext_len = be_i32(p + pos)
             pos += 4
             if ext_len < 0 or pos + ext_len != n:
-                return self.binary_command(header, body)
+                return self._pure(self.binary_command, header, body, max_ext, decoder)
             ext = {}
             end = n
             while pos < end:
                 if end - pos < 6:
-                    return self.binary_command(header, body)
+                    return self._pure(self.binary_command, header, body, max_ext, decoder)
                 klen = be_i16(p + pos)
                 kstart = pos + 2
                 if klen < 0 or end - (kstart + klen) < 4:
-                    return self.binary_command(header, body)
+                    return self._pure(self.binary_command, header, body, max_ext, decoder)
                 vlen = be_i32(p + kstart + klen)
                 vstart = kstart + klen + 4
                 pos = vstart + vlen
                 if vlen < 0 or pos > end:
-                    return self.binary_command(header, body)
+                    return self._pure(self.binary_command, header, body, max_ext, decoder)
                 PyDict_SetItem(ext, PyUnicode_DecodeUTF8(<const char*>p + kstart, klen, NULL),
                                PyUnicode_DecodeUTF8(<const char*>p + vstart, vlen, NULL))
         except UnicodeDecodeError:
-            return self.binary_command(header, body)
+            return self._pure(self.binary_command, header, body, max_ext, decoder)
         lang = self.language_by_value[language] if 0 <= language < len(self.language_by_value) \
             else self.other
-        return self._command(code, lang, version, opaque, flag, remark, ext, body, ROCKETMQ)
+        o = self._command(code, lang, version, opaque, flag, remark, ext, body, ROCKETMQ)
+        if len(ext) > max_ext and not flag & 1:
+            return decoder._too_many_ext_fields(o)
+        return o
 
     def decode(self, buf, Py_ssize_t start, Py_ssize_t end):
         """Twin of ``command._decode``: the command in ``buf[start:end]`` (a frame without its
         length field). Raises ``ProtocolError``."""
+        return self._decode(buf, start, end, HEADER_LEN_MAX, None)  # no header has more fields
+
+    cdef object _decode(self, buf, Py_ssize_t start, Py_ssize_t end, long long max_ext,
+                        object decoder):
+        """``decode``, or ``decoder``'s ``ExtFieldsLimitError`` for a request with more than
+        ``max_ext`` ext fields."""
         cdef bytes data = buf if type(buf) is bytes else bytes(buf)
         cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(data)
         cdef uint32_t ori
@@ -181,20 +208,22 @@ cdef class Codec:
         stype = ori >> 24
         header = PyBytes_FromStringAndSize(<const char*>p + hstart, hlen)
         if stype == JSON:
-            return self._json(header, body)
+            return self._json(header, body, max_ext, decoder)
         if stype == ROCKETMQ:
-            return self._binary(header, body)
+            return self._binary(header, body, max_ext, decoder)
         raise self.protocol_error(
             f"unknown serialize type {stype} (header length field {ori:#010x})")
 
     def split(self, decoder, bytes data, Py_ssize_t pos, list out):
         """Twin of ``FrameDecoder._split``: decode every whole frame of ``data`` from ``pos`` into
         ``out``; return where the incomplete rest starts. A bad length is the decoder's
-        ``_check_length`` error (stream-fatal); a bad frame is its item in ``out``."""
+        ``_check_length`` error (stream-fatal); a bad frame is its item in ``out``, and so is a
+        request above the decoder's ``max_ext_fields`` (its ``_too_many_ext_fields`` error)."""
         cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(data)
         cdef Py_ssize_t n = PyBytes_GET_SIZE(data), start, end
         cdef long long max_length = decoder._max_length
         cdef long long max_header = decoder._max_header
+        cdef long long max_ext = decoder._max_ext_fields
         cdef int32_t length
         cdef Py_ssize_t hlen
         while n - pos >= 4:
@@ -212,7 +241,7 @@ cdef class Codec:
                     pos = end
                     continue
             try:
-                out.append(self.decode(data, start, end))
+                out.append(self._decode(data, start, end, max_ext, decoder))
             except self.protocol_error as e:
                 out.append(e)
             except MemoryError:

@@ -82,6 +82,7 @@ __all__ = [
     "FRAME_PREFIX",
     "FRAME_PREFIX_SIZE",
     "RESPONSE_LANGUAGE",
+    "ExtFieldsLimitError",
     "FrameDecoder",
     "RemotingCommand",
     "decode_frame",
@@ -484,6 +485,21 @@ def decode_frame(frame: bytes | bytearray | memoryview) -> RemotingCommand:
         raise _undecodable(e) from e
 
 
+class ExtFieldsLimitError(ProtocolError):
+    """A request whose header has more ext fields than the decoder's ``max_ext_fields``
+    (``maxExtFields``): decoded, but not to be run. ``command`` is the request, ``count`` its ext
+    fields, ``limit`` the bound. ``opaque`` is None for a oneway request, as for any
+    ``ProtocolError``; yet the stream is sound, so a server answers a two-way request (with this
+    message as the remark), lets a oneway one go, and keeps the connection either way."""
+
+    def __init__(self, command: RemotingCommand, limit: int) -> None:
+        self.command = command
+        self.count = len(command.ext_fields)
+        self.limit = limit
+        super().__init__(f"the request header has {self.count} ext fields, above maxExtFields "
+                         f"({limit})", opaque=None if command.flag & RPC_ONEWAY else command.opaque)
+
+
 def _decode_item(frame: bytes) -> RemotingCommand | ProtocolError:
     try:
         return _decode(frame, 4, len(frame))
@@ -514,24 +530,30 @@ class FrameDecoder:
     ``max_frame`` bounds the whole frame including the length field, as Netty does: the largest
     accepted length value is ``max_frame - 4``. ``max_header`` bounds a frame's header: a larger
     one is not decoded (no JSON parse of megabytes of junk) and the frame's item is a
-    ``HeaderTooLargeError`` without an opaque.
+    ``HeaderTooLargeError`` without an opaque. ``max_ext_fields`` bounds a request's ext fields,
+    counted as its header is decoded (the dict it built; responses are not bounded): the item of a
+    request with more is an ``ExtFieldsLimitError`` holding the request, so the dispatch loop
+    never counts them. The default bounds nothing (no header of 16 MiB has that many fields).
 
     Cost: frames that arrive whole inside one ``data`` are decoded straight from it; only a frame
     split across feeds is buffered (appended, so a large frame in many small pieces is linear) and
     copied out once when complete. Bodies are always copied into the command.
     """
 
-    __slots__ = ("_buf", "_error", "_max_header", "_max_length", "max_frame")
+    __slots__ = ("_buf", "_error", "_max_ext_fields", "_max_header", "_max_length", "max_frame")
 
-    def __init__(self, max_frame: int = FRAME_MAX_LENGTH, max_header: int = _HEADER_LEN_MAX
-                 ) -> None:
+    def __init__(self, max_frame: int = FRAME_MAX_LENGTH, max_header: int = _HEADER_LEN_MAX,
+                 max_ext_fields: int = _HEADER_LEN_MAX) -> None:
         if max_frame < 8:
             raise ValueError(f"max_frame must be at least 8 bytes, not {max_frame}")
         if max_header < 0:
             raise ValueError(f"max_header must not be negative, not {max_header}")
+        if max_ext_fields < 0:
+            raise ValueError(f"max_ext_fields must not be negative, not {max_ext_fields}")
         self.max_frame = max_frame
         self._max_length = max_frame - 4
         self._max_header = max_header
+        self._max_ext_fields = max_ext_fields
         self._buf = bytearray()
         self._error: ProtocolError | None = None
 
@@ -585,12 +607,19 @@ class FrameDecoder:
         if length >= 4 and (hlen := _U32.unpack_from(frame, 4)[0] & _HEADER_LEN_MAX) > self._max_header:
             out.append(self._header_too_large(hlen))
         else:
-            out.append(_decode_item(frame))
+            item = _decode_item(frame)
+            if (isinstance(item, RemotingCommand) and not item.flag & 1
+                    and len(item.ext_fields) > self._max_ext_fields):
+                item = self._too_many_ext_fields(item)
+            out.append(item)
         return pos + need
 
     def _header_too_large(self, hlen: int) -> HeaderTooLargeError:
         return HeaderTooLargeError(f"header of {hlen} bytes is above maxHeaderBytes "
                                    f"({self._max_header}): frame skipped")
+
+    def _too_many_ext_fields(self, cmd: RemotingCommand) -> ExtFieldsLimitError:
+        return ExtFieldsLimitError(cmd, self._max_ext_fields)
 
     def _check_length(self, length: int) -> None:
         if length > self._max_length:
@@ -607,6 +636,7 @@ def _split_py(decoder: FrameDecoder, data: bytes, pos: int,
     n = len(data)
     max_length = decoder._max_length
     max_header = decoder._max_header
+    max_ext = decoder._max_ext_fields
     unpack_from = _LENGTH.unpack_from
     append = out.append
     while n - pos >= 4:
@@ -622,13 +652,16 @@ def _split_py(decoder: FrameDecoder, data: bytes, pos: int,
             pos = end
             continue
         try:
-            append(_decode(data, start, end))
+            cmd = _decode(data, start, end)
         except ProtocolError as e:
             append(e)
         except MemoryError:
             raise
         except Exception as e:  # noqa: BLE001 - inline, not _decode_item: no call per frame
             append(_undecodable(e))
+        else:  # counted as decoded, as the compiled twin counts the dict it built
+            append(cmd if cmd.flag & 1 or len(cmd.ext_fields) <= max_ext
+                   else decoder._too_many_ext_fields(cmd))
         pos = end
     return pos
 

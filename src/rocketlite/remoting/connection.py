@@ -25,11 +25,15 @@ requests of one read and the replies of coroutines already running. ``blocked_si
 ``last_io`` let the server close a connection stuck above the mark, or idle, for too long.
 
 A frame that breaks the stream (bad length, oversized) closes the connection; a malformed header
-inside a well-delimited frame is answered with SYSTEM_ERROR when its opaque can be read, and so is
-a request with more than ``max_ext_fields`` ext fields (not run); a frame whose header is above
-``max_header`` is not decoded and closes the connection. A server's connections share a
-``FrameBudget`` for the partial frames they buffer, and a ``LimitCounts`` for the limits crossed;
-its ``on_open`` admits or refuses each connection once its peer is known.
+inside a well-delimited frame is answered with SYSTEM_ERROR when its opaque can be read; a frame
+whose header is above ``max_header`` is not decoded and closes the connection. Both limits on a
+header are the decoder's: it counts a request's ext fields as it decodes the header, and one with
+more than ``max_ext_fields`` comes out as an ``ExtFieldsLimitError`` (answered SYSTEM_ERROR unless
+oneway, not run, the connection kept), so the dispatch loop counts nothing per request.
+
+A server's connections share a ``FrameBudget`` for the partial frames they buffer, and a
+``LimitCounts`` for the limits crossed; its ``on_open`` admits or refuses each connection once
+its peer is known.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from typing import Protocol, cast
 
 from rocketlite.common.errors import FormatError, HeaderTooLargeError, ProtocolError, RemotingError
 from rocketlite.protocol.codes import ResponseCode
-from rocketlite.protocol.command import FrameDecoder, RemotingCommand
+from rocketlite.protocol.command import ExtFieldsLimitError, FrameDecoder, RemotingCommand
 from rocketlite.remoting.limits import ConnectionLimits, FrameBudget, LimitCounts, PeerLog
 from rocketlite.remoting.output import COALESCE_MAX, WRITE_ALONE, CoalescedOutput
 from rocketlite.remoting.pending import FutureWaiter, PendingTable, ReplyWaiter, next_opaque
@@ -114,13 +118,12 @@ class Connection(CoalescedOutput, asyncio.Protocol):
         self.counts = counts
         self.on_open = on_open  # False: refused (closed at once, ``admitted`` stays False)
         self.admitted = False
-        self.max_ext_fields = limits.max_ext_fields
         # Request codes whose consecutive requests go to a RunHandler together (read, not copied:
         # the server's table, which registrations may change).
         self.run_handlers: Mapping[int, RunHandler] = run_handlers if run_handlers is not None else {}
         self.limits = limits
         self.peer_log = peer_log
-        self.decoder = FrameDecoder(limits.max_frame, limits.max_header)
+        self.decoder = FrameDecoder(limits.max_frame, limits.max_header, limits.max_ext_fields)
         self.max_inflight = limits.max_inflight
         self.max_pending = max_pending
         self.frame_budget = frame_budget
@@ -205,7 +208,6 @@ class Connection(CoalescedOutput, asyncio.Protocol):
         the rest (``_holding``) until the peer reads them (``resume_writing``)."""
         self._in_read = True
         runs = self.run_handlers
-        max_ext = self.max_ext_fields
         try:
             todo = items if isinstance(items, list) else list(items)
             n = len(todo)
@@ -219,8 +221,6 @@ class Connection(CoalescedOutput, asyncio.Protocol):
                 if item.__class__ is RemotingCommand:
                     if item.flag & 1:  # a response
                         self._pending.complete(item)
-                    elif len(item.ext_fields) > max_ext:
-                        self._too_many_ext_fields(item)
                     elif runs and (run := runs.get(item.code)) is not None:
                         i = self._run_requests(run, todo, i - 1, n)
                     else:
@@ -340,6 +340,9 @@ class Connection(CoalescedOutput, asyncio.Protocol):
     # -- requests from the peer ---------------------------------------------------------------
 
     def _bad_request(self, err: ProtocolError) -> None:
+        if isinstance(err, ExtFieldsLimitError):
+            self._too_many_ext_fields(err)
+            return
         self.peer_log.warning(self.peer_ip, "bad request from %s: %s", self.peer, err)
         if isinstance(err, HeaderTooLargeError):
             self.counts.hit("header_bytes")
@@ -350,28 +353,26 @@ class Connection(CoalescedOutput, asyncio.Protocol):
                                     remark=f"bad request: {err}")
             self.send(reply)
 
-    def _too_many_ext_fields(self, cmd: RemotingCommand) -> None:
+    def _too_many_ext_fields(self, err: ExtFieldsLimitError) -> None:
+        """The decoder refused a request for its ext fields: not run, answered unless oneway;
+        the stream is sound, so the connection goes on."""
         self.counts.hit("ext_fields")
-        n = len(cmd.ext_fields)
+        cmd = err.command
         self.peer_log.warning(self.peer_ip, "request %d from %s has %d ext fields, above "
-                              "maxExtFields (%d): not run", cmd.code, self.peer, n,
-                              self.max_ext_fields)
+                              "maxExtFields (%d): not run", cmd.code, self.peer, err.count,
+                              err.limit)
         if not cmd.is_oneway:
-            self.send(cmd.response(ResponseCode.SYSTEM_ERROR,
-                                   f"the request header has {n} ext fields, above maxExtFields "
-                                   f"({self.max_ext_fields})"))
+            self.send(cmd.response(ResponseCode.SYSTEM_ERROR, str(err)))
 
     def _run_requests(self, run: RunHandler, items: list[Held], start: int, n: int) -> int:
         """Hand ``run`` the requests from ``start`` on that it handles (consecutive ones whose
         codes map to it); returns the index after them."""
         runs = self.run_handlers
-        max_ext = self.max_ext_fields
         code = items[start].code  # type: ignore[union-attr]
         end = start + 1
         while end < n:
             nxt = items[end]
-            if (nxt.__class__ is not RemotingCommand or nxt.flag & 1
-                    or len(nxt.ext_fields) > max_ext):
+            if nxt.__class__ is not RemotingCommand or nxt.flag & 1:
                 break
             if nxt.code != code:
                 other = runs.get(nxt.code)

@@ -164,8 +164,10 @@ class ConnectionLimits:
       either is closed as soon as it is accepted.
     * ``max_header``: bytes of one frame's header (``maxHeaderBytes``); a larger one is not
       decoded, and as its opaque is unknown the connection is closed.
-    * ``max_ext_fields``: ext fields in one request's header (``maxExtFields``); a request with
-      more is answered SYSTEM_ERROR without running.
+    * ``max_ext_fields``: ext fields in one request's header (``maxExtFields``), counted by the
+      frame decoder as it decodes the header (``FrameDecoder``, both twins), not per request in
+      the dispatch loop; a request with more is answered SYSTEM_ERROR without running (a oneway
+      one is dropped) and the connection goes on.
     """
 
     max_frame: int = DEFAULT_MAX_FRAME

@@ -1,6 +1,7 @@
 """The compiled frame decoder against the pure one: the same commands, or the same errors (message
 and opaque), for well-formed frames of both serializations, unusual JSON headers the pure decoder
-coerces, hostile headers and random bytes; and the same split of a read into frames."""
+coerces, hostile headers and random bytes; and the same split of a read into frames, with the
+same ``maxExtFields`` decision (the same ``ExtFieldsLimitError``, holding the same request)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from nativehelp import twin
 from rocketlite.common.errors import FrameTooLargeError, ProtocolError
 from rocketlite.protocol import command as ref
 from rocketlite.protocol.codes import SerializeType
-from strategies import commands, json_headers
+from strategies import commands, ext_limit_frames, json_headers
 
 C = twin("rocketlite.protocol._command_c")
 CODEC = C.Codec(ref.RemotingCommand, [f.name for f in ref.dataclasses.fields(ref.RemotingCommand)],
@@ -27,6 +28,8 @@ def frame(header: bytes, body: bytes = b"", stype: int = 0) -> bytes:
 
 
 def same(item: object) -> object:
+    if isinstance(item, ref.ExtFieldsLimitError):
+        return (type(item).__name__, str(item), item.opaque, item.command, item.count, item.limit)
     if isinstance(item, ProtocolError):
         return (type(item).__name__, str(item), item.opaque)
     return item
@@ -66,6 +69,29 @@ def test_split(parts: list[bytes], tail: bytes, max_header: int) -> None:
     except ProtocolError as e:
         pos_py = same(e)
     assert (pos_c, [same(i) for i in got]) == (pos_py, [same(i) for i in want])
+
+
+@given(st.lists(ext_limit_frames(), min_size=1, max_size=4), st.sampled_from([0, 1]))
+def test_split_limits_ext_fields_alike(limited: list[tuple[bytes, int]], which: int) -> None:
+    """Frames at, below and above a limit (either serialize type, usual and coerced headers): the
+    same items from both splits, and a request refused exactly when its decoded ext fields (as
+    ``decode_frame`` gives them, no limit) are more than the limit."""
+    limit = limited[which % len(limited)][1]
+    data = b"".join(f for f, _ in limited)
+    got: list[object] = []
+    want: list[object] = []
+    assert CODEC.split(ref.FrameDecoder(1 << 16, 0xFFFFFF, limit), data, 0, got) == len(data)
+    assert ref._split_py(ref.FrameDecoder(1 << 16, 0xFFFFFF, limit), data, 0, want) == len(data)
+    assert [same(i) for i in got] == [same(i) for i in want]
+    for (f, _), item in zip(limited, got, strict=True):
+        cmd = ref.decode_frame(f[4:])
+        refused = not cmd.flag & 1 and len(cmd.ext_fields) > limit
+        assert isinstance(item, ref.ExtFieldsLimitError) is refused
+        if isinstance(item, ref.ExtFieldsLimitError):
+            assert item.command == cmd and item.count == len(cmd.ext_fields) and item.limit == limit
+            assert item.opaque == (None if cmd.flag & 2 else cmd.opaque)
+        else:
+            assert item == cmd
 
 
 def test_a_bad_length_is_the_decoders_fatal_error() -> None:

@@ -5,6 +5,7 @@ with it (issue 17, part 4)."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import struct
 from typing import Any
 
@@ -15,8 +16,8 @@ from hypothesis import strategies as st
 
 from rocketlite.common.errors import HeaderTooLargeError, ProtocolError
 from rocketlite.protocol import command
-from rocketlite.protocol.command import FrameDecoder, RemotingCommand, decode_frame
-from strategies import json_headers, nested
+from rocketlite.protocol.command import ExtFieldsLimitError, FrameDecoder, RemotingCommand, decode_frame
+from strategies import ext_limit_frames, json_headers, nested
 
 GOOD = RemotingCommand.request(10, {"k": "v"}).encode()
 
@@ -152,3 +153,30 @@ def test_a_header_above_max_header_is_skipped_undecoded() -> None:
         assert isinstance(err, HeaderTooLargeError) and err.opaque is None
         assert f"header of {hlen} bytes is above maxHeaderBytes ({hlen - 1})" in str(err)
     assert [type(i) for i in FrameDecoder(max_header=hlen).feed(big)] == [RemotingCommand]
+
+
+@given(ext_limit_frames(), st.lists(st.integers(1, 200), max_size=3))
+def test_a_request_above_max_ext_fields_is_refused_by_the_decoder(
+        limited: tuple[bytes, int], cuts: list[int]) -> None:
+    """Whole or split across reads (the buffered path), either decoder (ROCKETLITE_PURE=1 runs
+    this on the pure one): a request with more ext fields than the limit is its frame's
+    ``ExtFieldsLimitError`` holding the decoded request, the frames around it decode, and a
+    response or a request within the limit is the command itself."""
+    f, limit = limited
+    plain = RemotingCommand.request(10).encode()  # no ext fields: within any limit
+    data = plain + f + plain
+    bounds = sorted({min(c, len(data)) for c in cuts} | {0, len(data)})
+    decoder = FrameDecoder(max_ext_fields=limit)
+    items: list[object] = []
+    for a, b in itertools.pairwise(bounds):
+        items += decoder.feed(data[a:b])
+    cmd = decode_frame(f[4:])
+    assert items[0] == items[2] == decode_frame(plain[4:]) and len(items) == 3
+    if cmd.flag & 1 or len(cmd.ext_fields) <= limit:
+        assert items[1] == cmd
+    else:
+        err = items[1]
+        assert isinstance(err, ExtFieldsLimitError) and err.command == cmd
+        assert str(err) == f"the request header has {len(cmd.ext_fields)} ext fields, above " \
+            f"maxExtFields ({limit})"
+        assert err.opaque == (None if cmd.flag & 2 else cmd.opaque)

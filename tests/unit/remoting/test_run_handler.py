@@ -113,3 +113,18 @@ async def test_a_request_with_too_many_ext_fields_is_refused_inside_a_run() -> N
         (100, 0), (101, ResponseCode.SYSTEM_ERROR), (100, 0)]
     assert replies[1].remark == "the request header has 4 ext fields, above maxExtFields (3)"
     assert server.counts.get("ext_fields") == 1
+
+
+async def test_a_oneway_request_with_too_many_ext_fields_is_dropped_and_the_connection_goes_on(
+) -> None:
+    rec = Recorder()
+    server = RemotingServer(limits=ConnectionLimits(max_ext_fields=3))
+    server.register(11, rec.processor)
+    conn = server._make_connection()
+    connect(conn)
+    wide = RemotingCommand.request(11, {"i": "1", "a": "", "b": "", "c": ""}, oneway=True)
+    wide.opaque = 101
+    conn.data_received(wide.encode() + _frames(11))
+    assert rec.single == ["0"]  # the wide one was not run
+    assert [(r.opaque, r.code) for r in written(conn.transport)] == [(100, 0)]  # type: ignore[arg-type]
+    assert server.counts.get("ext_fields") == 1 and conn.is_open

@@ -119,6 +119,7 @@ class MessageStore:
         self.dispatcher = Dispatcher(
             self.commitlog, self.consume_queue, self.index, self._dispatch_limit, self.gate
         )
+        self._flushed_woken = -1  # the flushed offset the dispatcher was last woken for
         self.flusher = FlushService(
             self.commitlog,
             sync=config.sync_flush,
@@ -312,7 +313,10 @@ class MessageStore:
         if cp is not None and store_timestamp:
             cp.physic_msg_timestamp = store_timestamp
             cp.confirm_phy_offset = flushed_offset
-        if self.config.sync_flush:
+        if self.config.sync_flush and flushed_offset != self._flushed_woken:
+            # Only when the flush moved: the idle group commit runs every few ms, and waking the
+            # dispatcher with nothing new made it retry a failing round at that pace.
+            self._flushed_woken = flushed_offset
             self.dispatcher.wake()
 
     def flush_queues(self) -> None:

@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from brokerhelp import ServerProcess, free_port, pull_queue, wait_port
+from brokerhelp import ServerProcess, free_port, pull_queue, side_ports, wait_port
 from rocketlite.cli.cluster_etcd import etcd_command, etcd_healthy
 from rocketlite.client.message import Message
 from rocketlite.client.producer import Producer
@@ -83,7 +83,7 @@ class Node:
             "enableGrpcServer": "false", "mappedFileSizeCommitLog": "8388608",
             "controllerLeaseTtl": "3", "syncFlushTimeout": "2000",
             "haSendHeartbeatInterval": "1000", "registerNameServerPeriod": "2000",
-        } | (extra or {})
+        } | side_ports() | (extra or {})
         self.conf.write_text("".join(f"{k}={v}\n" for k, v in keys.items()))
         self.proc: ServerProcess | None = None
 

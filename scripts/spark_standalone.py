@@ -15,8 +15,8 @@ and their Python workers, are in the worker's process group, and ``down`` signal
 recorded groups whose leader still has the recorded start time (field 22 of /proc/PID/stat).
 
 The directory holds ``spark-standalone.json`` (master URL, PIDs, start times), each daemon's
-log (``master.log``, ``worker-1.log``, ...) and the workers' work directories (executor stdout
-and stderr under ``worker-N/app-*/``).
+log of its last run (``master.log``, ``worker-1.log``, ...: a run waits for its own ready lines)
+and the workers' work directories (executor stdout and stderr under ``worker-N/app-*/``).
 
 Executors run Python with ``spark.pyspark.python`` / ``PYSPARK_PYTHON`` of the application, not
 of the workers: a driver sets it to the interpreter that has rocketlite (``sys.executable`` of a
@@ -33,8 +33,8 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -46,6 +46,11 @@ MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 MASTER_READY = "I have been elected leader"
 WORKER_READY = "Successfully registered with master"
+# Where the master says what it bound: it picks its ports itself (port 0), since a port picked
+# here and bound by the JVM seconds later may be taken meanwhile (any outgoing connection may get
+# it), and Spark then binds the next port up, not the one the cluster was told.
+MASTER_URL = re.compile(r"Starting Spark master at (spark://\S+)")
+MASTER_UI = re.compile(r"'MasterUI' on port (\d+)")
 
 
 # The Popen objects of the daemons this process started, by PID: kept so that they are not
@@ -92,12 +97,6 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def proc_start_time(pid: int) -> int | None:
     """Start time (clock ticks since boot) of a live, non-zombie process, None if none."""
     try:
@@ -130,7 +129,7 @@ def _env(directory: Path, home: Path, memory: str) -> dict[str, str]:
 def _start(directory: Path, name: str, args: list[str],
            env: dict[str, str]) -> tuple[Daemon, subprocess.Popen[bytes]]:
     log = directory / f"{name}.log"
-    with log.open("ab") as out, open(os.devnull, "rb") as null:
+    with log.open("wb") as out, open(os.devnull, "rb") as null:
         proc = subprocess.Popen([str(Path(env["SPARK_HOME"]) / "bin" / "spark-class"), *args],
                                 stdin=null, stdout=out, stderr=subprocess.STDOUT, env=env,
                                 cwd=directory, start_new_session=True)
@@ -150,9 +149,18 @@ def _wait_ready(d: Daemon, proc: subprocess.Popen[bytes], marker: str, deadline:
     raise StandaloneError(f"{d.name} not ready ({marker!r}) in time:\n{_tail(log)}")
 
 
+def _bound(log: Path) -> tuple[str, int]:
+    """The master's URL and web UI port, as its log (``log``) says it bound them."""
+    text = log.read_text(errors="replace")
+    url, ui = MASTER_URL.search(text), MASTER_UI.search(text)
+    if url is None or ui is None:
+        raise StandaloneError(f"master ready, but its log names no URL or UI port:\n{_tail(log)}")
+    return url.group(1), int(ui.group(1))
+
+
 def up(directory: Path, *, workers: int = 2, cores: int = 1, memory: str = "1g",
        daemon_memory: str = "256m", port: int = 0, timeout: float = 60.0) -> Cluster:
-    """Start a master on 127.0.0.1 (``port``, 0: a free one) and ``workers`` workers of
+    """Start a master on 127.0.0.1 (``port``, 0: one it picks) and ``workers`` workers of
     ``cores`` cores and ``memory`` for executors each; wait until every worker registered.
     A daemon that fails stops all started so far."""
     directory = directory.resolve()
@@ -164,25 +172,25 @@ def up(directory: Path, *, workers: int = 2, cores: int = 1, memory: str = "1g",
     if not (home / "bin" / "spark-class").exists():
         raise StandaloneError(f"no bin/spark-class under {home} (set SPARK_HOME)")
     env = _env(directory, home, daemon_memory)
-    port = port or free_port()
-    ui = free_port()
-    cluster = Cluster(f"spark://127.0.0.1:{port}", ui)
+    cluster = Cluster("", 0)
     procs: list[subprocess.Popen[bytes]] = []
     deadline = time.monotonic() + timeout
     try:
         master, proc = _start(directory, "master", [MASTER_CLASS, "--host", "127.0.0.1", "--port",
-                                                    str(port), "--webui-port", str(ui)], env)
+                                                    str(port), "--webui-port", "0"], env)
         cluster.daemons.append(master)
         procs.append(proc)
         cluster.save(directory)
         _wait_ready(master, proc, MASTER_READY, deadline)
+        cluster.master_url, cluster.web_ui_port = _bound(Path(master.log))
+        cluster.save(directory)
         started = []
         for i in range(1, workers + 1):
             work = directory / f"worker-{i}"
             work.mkdir(exist_ok=True)
             d, proc = _start(directory, f"worker-{i}", [
                 WORKER_CLASS, "--host", "127.0.0.1", "--cores", str(cores), "--memory", memory,
-                "--webui-port", str(free_port()), "--work-dir", str(work), cluster.master_url], env)
+                "--webui-port", "0", "--work-dir", str(work), cluster.master_url], env)
             cluster.daemons.append(d)
             procs.append(proc)
             started.append((d, proc))

@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ports import free_base as free_base  # the tests import them from here
 from ports import free_port as free_port
+from ports import side_ports as side_ports
 from rocketlite.formats.message_record import MessageRecord, decode_record
 from rocketlite.formats.properties import encode_properties
 from rocketlite.protocol.codes import PullSysFlag, RequestCode
@@ -155,9 +156,11 @@ class Started:
 @contextlib.contextmanager
 def started(tmp: Path, log: str = "start.log", **conf: str) -> Iterator[Started]:
     """``rocketlite start`` (NameServer and broker, no gRPC) with ``conf`` as its broker.conf and
-    its store under ``tmp``, on free ports, ready; killed at exit if still running."""
+    its store under ``tmp``, on free ports (``side_ports`` unless ``conf`` names them), ready;
+    killed at exit if still running."""
     conf_file = tmp / "broker.conf"
-    conf_file.write_text("".join(f"{k}={v}\n" for k, v in conf.items()), encoding="utf-8")
+    keys = side_ports() | conf
+    conf_file.write_text("".join(f"{k}={v}\n" for k, v in keys.items()), encoding="utf-8")
     args = start_args(tmp / "store", conf_file)
     with ServerProcess(args, tmp / log) as server:
         server.wait_ready()
@@ -179,7 +182,7 @@ def broker_process(tmp: Path, ns: str, name: str, broker_id: int = 0, *, ha_port
         "listenPort": str(port), "haListenPort": str(ha_port or free_port()),
         "storePathRootDir": str(root / "store"), "enableGrpcServer": "false",
         "mappedFileSizeCommitLog": "1048576",
-    } | (extra or {})
+    } | side_ports() | (extra or {})
     conf = root / "broker.conf"
     conf.write_text("".join(f"{k}={v}\n" for k, v in keys.items()))
     return ServerProcess(["broker", "-c", str(conf)], root / "broker.log"), f"127.0.0.1:{port}"

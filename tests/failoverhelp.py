@@ -19,13 +19,13 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from brokerhelp import ServerProcess, free_port, pull_queue, wait_port
+from brokerhelp import ServerProcess, free_port, pull_queue, side_ports, wait_port
 from rocketlite.cli.cluster_etcd import etcd_command, etcd_healthy
 from rocketlite.client.message import Message
 from rocketlite.client.producer import Producer
 from rocketlite.client.send_types import SendStatus
 from rocketlite.controller.etcd import EtcdController
-from rocketlite.protocol.bodies import ClusterInfo
+from rocketlite.protocol.bodies import ClusterInfo, KVTable
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.remoting.client import RemotingClient
@@ -83,7 +83,7 @@ class Node:
             "enableGrpcServer": "false", "mappedFileSizeCommitLog": "8388608",
             "controllerLeaseTtl": "3", "syncFlushTimeout": "2000",
             "haSendHeartbeatInterval": "1000", "registerNameServerPeriod": "2000",
-        } | (extra or {})
+        } | side_ports() | (extra or {})
         self.conf.write_text("".join(f"{k}={v}\n" for k, v in keys.items()))
         self.proc: ServerProcess | None = None
 
@@ -191,6 +191,14 @@ async def master_addr(client: RemotingClient, ns: str, group: str) -> str | None
     assert r.code == ResponseCode.SUCCESS, r.remark
     bd = ClusterInfo.from_json(r.body).brokerAddrTable.get(group)
     return bd.brokerAddrs.get(0) if bd is not None else None
+
+
+async def commitlog_max(client: RemotingClient, addr: str) -> int:
+    """The CommitLog max offset of the broker at ``addr`` (GET_BROKER_RUNTIME_INFO)."""
+    r = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO),
+                            3.0)
+    assert r.code == ResponseCode.SUCCESS, r.remark
+    return int(KVTable.from_json(r.body).table["commitLogMaxOffset"])
 
 
 async def wait_master(client: RemotingClient, ns: str, group: str, addr: str,

@@ -60,3 +60,11 @@ def free_base(count: int) -> int:
 def free_port() -> int:
     """A port nothing listens on now, outside the kernel's ephemeral range, not given before."""
     return free_base(1)
+
+
+def side_ports() -> dict[str, str]:
+    """broker.conf keys for a test broker's side servers: ``/metrics`` on a port of its own (so
+    the broker still counts), no dashboard. Their defaults (5557, 8082) are one per machine: a
+    second broker of the test, or any other process there, would hold them, and the broker serve
+    without them (only a warning), so a test that reads them would read another's."""
+    return {"metricsPort": str(free_port()), "dashboardPort": "0"}

@@ -44,9 +44,11 @@ BROKER_STOP_TIMEOUT_S = 20.0
 # The broker command; ROCKETLITE_CONFORMANCE_BROKER_CMD overrides it (same placeholders), e.g. to
 # run the suite against another RocketMQ-compatible broker that prints the ready line. Every
 # broker gets its own gRPC port (the front's default, 8081, would clash between runs); the ready
-# line names it (``, gRPC 127.0.0.1:P``), or else it is {grpc_port}.
+# line names it (``, gRPC 127.0.0.1:P``), or else it is {grpc_port}. Likewise its own /metrics
+# port and no dashboard (their defaults, 5557 and 8082, are one per machine).
 BROKER_CMD = ("{python} -m rocketlite start --store-dir {store_dir} "
-              "--namesrv-port {namesrv_port} --broker-port {broker_port} --grpc-port {grpc_port}")
+              "--namesrv-port {namesrv_port} --broker-port {broker_port} --grpc-port {grpc_port} "
+              "--metrics-port {metrics_port} --dashboard-port 0")
 READY_GRPC = re.compile(r"gRPC (\S+?:\d+)")
 
 Event = dict[str, Any]
@@ -224,12 +226,10 @@ class BrokerProcess:
         self.namesrv_port = free_port()
         self.broker_port = free_port()
         self.grpc_port = free_port()
-        while len({self.namesrv_port, self.broker_port, self.grpc_port}) < 3:
-            self.broker_port, self.grpc_port = free_port(), free_port()
         template = os.environ.get("ROCKETLITE_CONFORMANCE_BROKER_CMD", BROKER_CMD)
         self.argv = [part.format(python=sys.executable, store_dir=store_dir,
                                  namesrv_port=self.namesrv_port, broker_port=self.broker_port,
-                                 grpc_port=self.grpc_port)
+                                 grpc_port=self.grpc_port, metrics_port=free_port())
                      for part in shlex.split(template)]
         self.grpc_addr = f"127.0.0.1:{self.grpc_port}"
         if conf:

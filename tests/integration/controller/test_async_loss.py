@@ -47,7 +47,14 @@ from pathlib import Path
 import pytest
 
 from brokerhelp import ServerProcess, free_port, pull_queue, pull_request, wait_port
-from failoverhelp import FAILOVER_LIMIT_S, Node, send_ok, wait_in_sync, wait_master
+from failoverhelp import (
+    FAILOVER_LIMIT_S,
+    Node,
+    commitlog_max,
+    send_ok,
+    wait_in_sync,
+    wait_master,
+)
 from rocketlite.client.instance import ClientConfig
 from rocketlite.client.message import Message
 from rocketlite.client.producer import Producer
@@ -56,7 +63,6 @@ from rocketlite.common.errors import RemotingError
 from rocketlite.controller.etcd import EtcdController
 from rocketlite.formats.message_id import decode_message_id
 from rocketlite.formats.message_record import decode_record
-from rocketlite.protocol.bodies import KVTable
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.remoting.client import RemotingClient
@@ -109,13 +115,6 @@ async def ha_sample(client: RemotingClient, addr: str) -> Sample | None:
     c = conns[0]
     assert c["diff"] == info["masterCommitLogMaxOffset"] - c["slaveAckOffset"], info
     return Sample(sent, info["masterCommitLogMaxOffset"], c["slaveAckOffset"], c["lagMillis"])
-
-
-async def max_offset(client: RemotingClient, addr: str) -> int:
-    r = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO),
-                            3.0)
-    assert r.code == ResponseCode.SUCCESS, r.remark
-    return int(KVTable.from_json(r.body).table["commitLogMaxOffset"])
 
 
 async def load(producer: Producer, stop: asyncio.Event, acks: list[Ack], worker: int) -> None:
@@ -228,7 +227,7 @@ async def test_async_master_loss_is_bounded_by_reported_lag(tmp_path: Path, etcd
         assert {a.port for a in acks} == {master.port}, "an ack came from another broker"
 
         await wait_master(client, ns, GROUP, slave.address, FAILOVER_LIMIT_S)
-        survivor_max = await max_offset(client, slave.address)
+        survivor_max = await commitlog_max(client, slave.address)
 
         # every acked record is in the dead master's CommitLog (its page cache outlives it)
         old_log = master.commitlog()

@@ -27,6 +27,7 @@ import pytest
 
 from failoverhelp import (
     FAILOVER_LIMIT_S,
+    commitlog_max,
     controller_group,
     master_addr,
     read_back,
@@ -44,7 +45,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120 + 60 * ROUNDS)]
 
 GROUP = "broker-f"
 TOPIC = "FailoverTopic"
-UNACKED_MIB = 40  # sent to the master only, while the slave is paused
+# Sent to the master only, while the slave is paused: more than the socket buffers between them
+# hold, and few enough that the pause stays well within the slave's lease (controllerLeaseTtl,
+# 3 s): a slave paused longer is not live, leaves the SyncStateSet and may not be elected.
+UNACKED_MIB = 16
+MIB = 1 << 20
+STORED_S = 10.0  # the master stores what it was sent while the slave is paused
 
 
 async def test_the_slave_takes_over_when_the_master_dies(tmp_path: Path, etcd_url: str) -> None:
@@ -71,15 +77,21 @@ async def test_the_slave_takes_over_when_the_master_dies(tmp_path: Path, etcd_ur
                 # acknowledged) are stored on the master, more than the paused slave's socket
                 # buffers take, so the tail of them never reaches the slave.
                 assert slave.proc is not None
+                top = await commitlog_max(client, master.address)
                 os.kill(slave.proc.proc.pid, signal.SIGSTOP)
+                paused = time.monotonic()
                 try:
                     for _ in range(UNACKED_MIB):
-                        await producer.send_oneway(Message(TOPIC, os.urandom(1 << 20)))
-                    await asyncio.sleep(0.8)  # the master stores them
+                        await producer.send_oneway(Message(TOPIC, os.urandom(MIB)))
+                    deadline = time.monotonic() + STORED_S  # the master stores them
+                    while await commitlog_max(client, master.address) < top + UNACKED_MIB * MIB:
+                        assert time.monotonic() < deadline, "the master did not store them"
+                        await asyncio.sleep(0.02)
                     killed = time.monotonic()
                     master.kill()
                 finally:
                     os.kill(slave.proc.proc.pid, signal.SIGCONT)
+                print(f"round {rnd}: slave paused {time.monotonic() - paused:.2f} s")
                 await wait_master(client, ns, GROUP, slave.address, FAILOVER_LIMIT_S)
                 while True:  # the first send the new master acknowledges
                     try:

@@ -322,13 +322,13 @@ def run(tmp: Path, frames: int, seed: int, chunk: int = 40,
     try:
         ns.wait_ready()
         ns_addr = f"127.0.0.1:{ns_port}"
-        writable, addr = broker_process(tmp, ns_addr, "FuzzBroker")
-        procs.append(writable)
-        writable.wait_ready()
+        seeder, addr = broker_process(tmp, ns_addr, "FuzzBroker")
+        procs.append(seeder)
+        seeder.wait_ready()
         asyncio.run(_store_messages(addr))
-        if writable.stop() != 0:
-            raise FrameFuzzFinding(f"the broker did not stop cleanly:\n{writable.log()}")
-        conf = Path(writable.proc.args[-1])  # type: ignore[index]
+        if seeder.stop() != 0:
+            raise FrameFuzzFinding(f"the broker did not stop cleanly:\n{seeder.log()}")
+        conf = Path(seeder.proc.args[-1])  # type: ignore[index]
         store_root = conf.parent / "store"
         before = _store_state(store_root)
         assert before[2] == [f"stored {i}".encode() for i in range(STORED)], before[2]

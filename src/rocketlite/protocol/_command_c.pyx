@@ -7,10 +7,9 @@ C: the length fields, a JSON header whose fields have their usual types (after `
 a ROCKETMQ binary header, and the ``RemotingCommand`` built through its slots' C setters. Anything
 else (a malformed or unusual header: numbers out of range, a language or remark of another type,
 non-string ext values) goes to the pure ``_json_command`` / ``_binary_command``, so errors and
-lenient coercions are the reference's own. ``split`` also counts a request's ext fields as it
-decodes them and gives the decoder's ``ExtFieldsLimitError`` for one above its ``max_ext_fields``
-(the fast paths count the dict they built; a pure fallback's command is counted the same way). ``tests/unit/native/test_command_twin.py`` checks the
-two decoders against each other.
+lenient coercions are the reference's own. ``split`` also bounds a request's ext fields: one
+with more than the decoder's ``max_ext_fields`` is its ``ExtFieldsLimitError``, whichever path
+built it. ``tests/unit/native/test_command_twin.py`` checks the two decoders against each other.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
@@ -75,24 +74,14 @@ cdef class Codec:
         self.setters[8](d[8], o, stype)
         return o
 
-    cdef object _pure(self, object decode, bytes header, object body, long long max_ext,
-                      object decoder):
-        """The pure reference's command (or its error), its ext fields counted as ``_command``'s
-        callers count theirs: an unusual header is limited like a usual one."""
-        o = decode(header, body)
-        if not o.flag & 1 and len(o.ext_fields) > max_ext:
-            return decoder._too_many_ext_fields(o)
-        return o
-
-    cdef object _json(self, bytes header, object body, long long max_ext, object decoder):
-        """The pure ``_json_command`` for anything but a header of the usual types; a request
-        with more than ``max_ext`` ext fields is ``decoder``'s ``ExtFieldsLimitError``."""
+    cdef object _json(self, bytes header, object body):
+        """The pure ``_json_command`` for anything but a header of the usual types."""
         try:
             obj = self.loads(header)
         except Exception:
             return self.json_command(header, body)  # the reference raises the right error
         if type(obj) is not dict:
-            return self._pure(self.json_command, header, body, max_ext, decoder)
+            return self.json_command(header, body)
         cdef dict d = <dict>obj
         cdef PyObject* raw
         opaque = _int32_or_none(d, "opaque", None)
@@ -100,43 +89,37 @@ cdef class Codec:
         code = _int32_or_none(d, "code", None)
         version = _int32_or_none(d, "version", 0)
         if opaque is None or flag is None or code is None or version is None:
-            return self._pure(self.json_command, header, body, max_ext, decoder)
+            return self.json_command(header, body)
         raw = PyDict_GetItem(d, "language")
         language = "JAVA" if raw is NULL else <object>raw
         if type(language) is not str or language not in self.language_names:
-            return self._pure(self.json_command, header, body, max_ext, decoder)
+            return self.json_command(header, body)
         raw = PyDict_GetItem(d, "remark")
         remark = None if raw is NULL else <object>raw
         if remark is not None and type(remark) is not str:
-            return self._pure(self.json_command, header, body, max_ext, decoder)
+            return self.json_command(header, body)
         raw = PyDict_GetItem(d, "extFields")
         cdef Py_ssize_t it = 0
         cdef PyObject* k
         cdef PyObject* v
-        cdef dict ext
         if raw is NULL or <object>raw is None:
             ext = {}
         elif type(<object>raw) is dict:
-            ext = <dict>raw
+            ext = <object>raw
             while PyDict_Next(ext, &it, &k, &v):
                 if type(<object>v) is not str:
-                    return self._pure(self.json_command, header, body, max_ext, decoder)
+                    return self.json_command(header, body)
         else:
-            return self._pure(self.json_command, header, body, max_ext, decoder)
-        o = self._command(code, language, version, opaque, flag, remark, ext, body, JSON)
-        if len(ext) > max_ext and not (<long>flag & 1):
-            return decoder._too_many_ext_fields(o)
-        return o
+            return self.json_command(header, body)
+        return self._command(code, language, version, opaque, flag, remark, ext, body, JSON)
 
-    cdef object _binary(self, bytes header, object body, long long max_ext, object decoder):
-        """A well-formed ROCKETMQ header; else the pure ``_binary_command`` (and its error). A
-        request with more than ``max_ext`` ext fields is ``decoder``'s ``ExtFieldsLimitError``."""
+    cdef object _binary(self, bytes header, object body):
+        """A well-formed ROCKETMQ header; else the pure ``_binary_command`` (and its error)."""
         cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(header)
         cdef Py_ssize_t n = PyBytes_GET_SIZE(header), pos, end, klen, vlen, kstart, vstart
         cdef int32_t rlen, ext_len
-        cdef dict ext
         if n < BINARY_FIXED_SIZE + 8:
-            return self._pure(self.binary_command, header, body, max_ext, decoder)
+            return self.binary_command(header, body)
         cdef int16_t code = be_i16(p), version = be_i16(p + 3)
         cdef int language = <signed char>p[2]
         cdef int32_t opaque = be_i32(p + 5), flag = be_i32(p + 9)
@@ -144,7 +127,7 @@ cdef class Codec:
         rlen = be_i32(p + pos)
         pos += 4
         if rlen < 0 or rlen > n - pos - 4:
-            return self._pure(self.binary_command, header, body, max_ext, decoder)
+            return self.binary_command(header, body)
         remark = None
         try:
             if rlen:
@@ -153,41 +136,35 @@ cdef class Codec:
             ext_len = be_i32(p + pos)
             pos += 4
             if ext_len < 0 or pos + ext_len != n:
-                return self._pure(self.binary_command, header, body, max_ext, decoder)
+                return self.binary_command(header, body)
             ext = {}
             end = n
             while pos < end:
                 if end - pos < 6:
-                    return self._pure(self.binary_command, header, body, max_ext, decoder)
+                    return self.binary_command(header, body)
                 klen = be_i16(p + pos)
                 kstart = pos + 2
                 if klen < 0 or end - (kstart + klen) < 4:
-                    return self._pure(self.binary_command, header, body, max_ext, decoder)
+                    return self.binary_command(header, body)
                 vlen = be_i32(p + kstart + klen)
                 vstart = kstart + klen + 4
                 pos = vstart + vlen
                 if vlen < 0 or pos > end:
-                    return self._pure(self.binary_command, header, body, max_ext, decoder)
+                    return self.binary_command(header, body)
                 PyDict_SetItem(ext, PyUnicode_DecodeUTF8(<const char*>p + kstart, klen, NULL),
                                PyUnicode_DecodeUTF8(<const char*>p + vstart, vlen, NULL))
         except UnicodeDecodeError:
-            return self._pure(self.binary_command, header, body, max_ext, decoder)
+            return self.binary_command(header, body)
         lang = self.language_by_value[language] if 0 <= language < len(self.language_by_value) \
             else self.other
-        o = self._command(code, lang, version, opaque, flag, remark, ext, body, ROCKETMQ)
-        if len(ext) > max_ext and not flag & 1:
-            return decoder._too_many_ext_fields(o)
-        return o
+        return self._command(code, lang, version, opaque, flag, remark, ext, body, ROCKETMQ)
 
     def decode(self, buf, Py_ssize_t start, Py_ssize_t end):
         """Twin of ``command._decode``: the command in ``buf[start:end]`` (a frame without its
         length field). Raises ``ProtocolError``."""
-        return self._decode(buf, start, end, HEADER_LEN_MAX, None)  # no header has more fields
+        return self._decode(buf, start, end)
 
-    cdef object _decode(self, buf, Py_ssize_t start, Py_ssize_t end, long long max_ext,
-                        object decoder):
-        """``decode``, or ``decoder``'s ``ExtFieldsLimitError`` for a request with more than
-        ``max_ext`` ext fields."""
+    cdef object _decode(self, buf, Py_ssize_t start, Py_ssize_t end):
         cdef bytes data = buf if type(buf) is bytes else bytes(buf)
         cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(data)
         cdef uint32_t ori
@@ -208,9 +185,9 @@ cdef class Codec:
         stype = ori >> 24
         header = PyBytes_FromStringAndSize(<const char*>p + hstart, hlen)
         if stype == JSON:
-            return self._json(header, body, max_ext, decoder)
+            return self._json(header, body)
         if stype == ROCKETMQ:
-            return self._binary(header, body, max_ext, decoder)
+            return self._binary(header, body)
         raise self.protocol_error(
             f"unknown serialize type {stype} (header length field {ori:#010x})")
 
@@ -223,7 +200,7 @@ cdef class Codec:
         cdef Py_ssize_t n = PyBytes_GET_SIZE(data), start, end
         cdef long long max_length = decoder._max_length
         cdef long long max_header = decoder._max_header
-        cdef long long max_ext = decoder._max_ext_fields
+        cdef Py_ssize_t max_ext = decoder._max_ext_fields
         cdef int32_t length
         cdef Py_ssize_t hlen
         while n - pos >= 4:
@@ -241,13 +218,17 @@ cdef class Codec:
                     pos = end
                     continue
             try:
-                out.append(self._decode(data, start, end, max_ext, decoder))
+                o = self._decode(data, start, end)
             except self.protocol_error as e:
                 out.append(e)
             except MemoryError:
                 raise
             except Exception as e:
                 out.append(self.undecodable(e))
+            else:  # counted as decoded, whichever path built it (as _split_py counts)
+                if len(o.ext_fields) > max_ext and not o.flag & 1:
+                    o = decoder._too_many_ext_fields(o)
+                out.append(o)
             pos = end
         return pos
 
